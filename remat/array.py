@@ -1,0 +1,118 @@
+"""The eager array type: an immutable NumPy buffer with an abstract value.
+
+Operators and methods (``+``, ``@``, ``x[i]``, ``.at[]``, ``.sum()`` ...) are attached by
+``remat.numpy`` so that Arrays and tracers share one implementation. Every Array registers its
+buffer with ``remat.memory`` while it lives.
+"""
+
+import numpy as np
+
+from remat import core, dtypes, memory
+
+
+class Array:
+    """A concrete remat value. Create one with ``remat.numpy.asarray``."""
+
+    __slots__ = ("_buf", "aval", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("remat.Array cannot be constructed directly; use remat.numpy.asarray")
+
+    @classmethod
+    def _new(cls, buf, aval):
+        obj = object.__new__(cls)
+        buf.flags.writeable = False
+        obj._buf = buf
+        obj.aval = aval
+        memory.track(buf)
+        return obj
+
+    def __del__(self):
+        try:
+            memory.untrack(self._buf)
+        except (AttributeError, KeyError, TypeError):  # interpreter shutdown
+            pass
+
+    shape = property(lambda self: self._buf.shape)
+    dtype = property(lambda self: self._buf.dtype)
+    ndim = property(lambda self: self._buf.ndim)
+    size = property(lambda self: self._buf.size)
+    nbytes = property(lambda self: self._buf.nbytes)
+    itemsize = property(lambda self: self._buf.itemsize)
+    weak_type = property(lambda self: self.aval.weak_type)
+
+    def __array__(self, dtype=None, copy=None):
+        if copy:
+            return np.array(self._buf, dtype=dtype)
+        return self._buf if dtype is None else self._buf.astype(dtype, copy=False)
+
+    def __len__(self):
+        if not self._buf.shape:
+            raise TypeError("len() of unsized object")
+        return self._buf.shape[0]
+
+    def __iter__(self):
+        if not self._buf.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self._buf.shape[0]))
+
+    def __bool__(self):
+        return bool(self._buf)
+
+    def __int__(self):
+        return int(self._buf)
+
+    def __float__(self):
+        return float(self._buf)
+
+    def __complex__(self):
+        return complex(self._buf)
+
+    def __index__(self):
+        if not np.issubdtype(self._buf.dtype, np.integer):
+            raise TypeError(f"only integer arrays can be used as an index, got {self.dtype}")
+        return int(self._buf)
+
+    def __hash__(self):
+        raise TypeError("unhashable type: 'Array'")
+
+    def __format__(self, spec):
+        return format(self._buf.item(), spec) if not self._buf.shape else format(str(self), spec)
+
+    def item(self, *args):
+        return self._buf.item(*args)
+
+    def tolist(self):
+        return self._buf.tolist()
+
+    def block_until_ready(self):
+        return self
+
+    def copy_to_host_async(self):
+        pass
+
+    def __repr__(self):
+        weak = ", weak_type=True" if self.aval.weak_type else ""
+        body = np.array2string(self._buf, separator=", ", prefix="Array(")
+        return f"Array({body}, dtype={self.dtype.name}{weak})"
+
+    def __str__(self):
+        return str(self._buf)
+
+    def __reduce__(self):
+        return (_rebuild, (np.array(self._buf), self.aval.weak_type))
+
+
+def _rebuild(buf, weak_type):
+    return Array._new(buf, core.ShapedArray(buf.shape, buf.dtype, weak_type))
+
+
+def from_numpy(x, dtype=None, weak_type=False):
+    """A new Array holding a copy of ``x`` converted to its canonical remat dtype."""
+    dtype = dtypes.canonicalize_dtype(dtype if dtype is not None else np.asarray(x).dtype)
+    buf = np.array(x, dtype=dtype)
+    return Array._new(buf, core.ShapedArray(buf.shape, dtype, weak_type))
+
+
+core.register_array_type(Array)

@@ -1,0 +1,677 @@
+"""The core: abstract values, primitives, traces and tracers, the jaxpr IR and its evaluator.
+
+Every operation ends as ``Primitive.bind``, which hands the primitive to the *current trace*.
+A transformation (jvp, vmap, staging, partial evaluation) is a ``Trace`` subclass; it makes
+itself current while the user's function runs, and runs its rules with its ``parent`` current,
+so transformations nest in any order. A trace treats any value that is not one of its own
+tracers as a constant of its parent's (values of enclosing transformations included), which is
+what keeps tracers of different transformations from being confused.
+"""
+
+import contextlib
+import itertools
+
+import numpy as np
+
+from remat import dtypes, source_info
+from remat.errors import (
+    ConcretizationTypeError,
+    TracerArrayConversionError,
+    TracerBoolConversionError,
+    TracerIntegerConversionError,
+    UnexpectedTracerError,
+)
+
+# --- abstract values -------------------------------------------------------------------------
+
+
+class ShapedArray:
+    """The abstract value of an array: shape, dtype and whether its dtype is weak."""
+
+    __slots__ = ("shape", "dtype", "weak_type", "_hash")
+    array_abstraction_level = 1
+
+    def __init__(self, shape, dtype, weak_type=False):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.weak_type = bool(weak_type)
+        self._hash = None
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    def update(self, shape=None, dtype=None, weak_type=None):
+        return ShapedArray(self.shape if shape is None else shape,
+                           self.dtype if dtype is None else dtype,
+                           self.weak_type if weak_type is None else weak_type)
+
+    def strip_weak_type(self):
+        return self.update(weak_type=False) if self.weak_type else self
+
+    def to_tangent_aval(self):
+        """The aval of tangents/cotangents: float0 for integer and boolean values."""
+        if dtypes.is_inexact(self.dtype):
+            return self.strip_weak_type()
+        return ShapedArray(self.shape, dtypes.float0)
+
+    def __eq__(self, other):
+        return (type(other) is ShapedArray and self.shape == other.shape
+                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+    def __hash__(self):
+        if self._hash is None:
+            self._hash = hash((self.shape, self.dtype, self.weak_type))
+        return self._hash
+
+    def str_short(self):
+        return f"{dtypes.short_name(self.dtype)}[{','.join(str(d) for d in self.shape)}]"
+
+    def __str__(self):
+        return self.str_short()
+
+    def __repr__(self):
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapedArray({self.str_short()}{weak})"
+
+    # Tracers with this aval raise on Python-level concretization.
+    def _bool(self, tracer):
+        raise TracerBoolConversionError(tracer, "The bool() of a traced value was requested.")
+
+    def _int(self, tracer):
+        raise ConcretizationTypeError(tracer, "The int() of a traced value was requested.")
+
+    def _float(self, tracer):
+        raise ConcretizationTypeError(tracer, "The float() of a traced value was requested.")
+
+
+_INT32_RANGE = (np.iinfo(np.int32).min, np.iinfo(np.int32).max)
+
+
+def _python_scalar_aval(x):
+    dtype = dtypes.python_scalar_dtype(x)
+    if type(x) is int and dtype == dtypes.int32 and not _INT32_RANGE[0] <= x <= _INT32_RANGE[1]:
+        raise OverflowError(f"Python int {x} too large to convert to int32")
+    return ShapedArray((), dtype, weak_type=True)
+
+
+def get_aval(x):
+    """The abstract value of an array, tracer, NumPy value or Python scalar."""
+    aval = getattr(x, "aval", None)
+    if aval is not None:
+        return aval
+    if type(x) in _PYTHON_SCALARS:
+        return _python_scalar_aval(x)
+    if isinstance(x, (np.ndarray, np.generic)):
+        return ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype))
+    raise TypeError(f"Value {x!r} with type {type(x)} is not a valid JAX type")
+
+
+_PYTHON_SCALARS = (bool, int, float, complex)
+
+
+def is_array_like(x):
+    return (hasattr(x, "aval") or type(x) in _PYTHON_SCALARS
+            or isinstance(x, (np.ndarray, np.generic)))
+
+
+def to_numpy(x, aval=None):
+    """A concrete value (Array, NumPy value or Python scalar) as an ndarray of its remat dtype."""
+    buf = getattr(x, "_buf", None)
+    if buf is not None:
+        return buf
+    aval = aval or get_aval(x)
+    return np.asarray(x, dtype=aval.dtype)
+
+
+# --- the current trace -----------------------------------------------------------------------
+
+
+class Trace:
+    """A transformation's interpreter. ``parent`` is the trace its rules run under."""
+
+    def __init__(self, parent):
+        self.parent = parent
+        self.level = 0 if parent is None else parent.level + 1
+        self._alive = True
+
+    def process_primitive(self, primitive, args, params):
+        raise NotImplementedError  # every concrete trace overrides this
+
+    def check_foreign(self, tracer):
+        """Validate a tracer of another trace found among this trace's arguments."""
+        other = tracer._trace
+        if not other._alive:
+            raise UnexpectedTracerError(
+                f"Encountered an unexpected tracer: {tracer!r}. A value created inside a "
+                f"transformation ({type(other).__name__}) escaped it and was used after it "
+                f"ended, e.g. through a global or a side effect. Return values from the "
+                f"transformed function instead.")
+        if other.level >= self.level:
+            raise UnexpectedTracerError(
+                f"Encountered an unexpected tracer: {tracer!r} belongs to a transformation "
+                f"({type(other).__name__}) that does not enclose the current one "
+                f"({type(self).__name__}); it escaped through a side effect.")
+
+    def end(self):
+        """Mark this trace finished: its tracers may no longer be used."""
+        self._alive = False
+
+    def __repr__(self):
+        return f"{type(self).__name__}(level={self.level})"
+
+
+class EvalTrace(Trace):
+    """Eager evaluation: each primitive runs its impl on NumPy buffers."""
+
+    def process_primitive(self, primitive, args, params):
+        bufs = []
+        avals = []
+        for x in args:
+            if type(x) is _array_type:
+                bufs.append(x._buf)
+                avals.append(x.aval)
+            elif isinstance(x, Tracer):
+                return self._forward_to_tracer_trace(primitive, args, params)
+            else:
+                aval = get_aval(x)
+                avals.append(aval)
+                bufs.append(np.array(x, dtype=aval.dtype))  # copy: arrays are immutable
+        out_aval = abstract_eval(primitive, avals, params)
+        out = primitive.impl(*bufs, **params)
+        if primitive.multiple_results:
+            return [make_array(o, a) for o, a in zip(out, out_aval)]
+        return make_array(out, out_aval)
+
+    def _forward_to_tracer_trace(self, primitive, args, params):
+        # Reached under ensure_compile_time_eval (or with an escaped tracer): traced operands
+        # are still traced, by the innermost trace among them.
+        tracers = [x for x in args if isinstance(x, Tracer)]
+        for t in tracers:
+            if not t._trace._alive:
+                self.check_foreign(t)
+        trace = max((t._trace for t in tracers), key=lambda tr: tr.level)
+        with set_current_trace(trace):
+            return primitive.bind(*args, **params)
+
+
+def abstract_eval(primitive, avals, params):
+    """``primitive.abstract_eval`` whose shape/dtype errors name the user's source line."""
+    try:
+        return primitive.abstract_eval(*avals, **params)
+    except (TypeError, ValueError) as e:
+        where = source_info.current()
+        if where is not None and not getattr(e, "_remat_noted", False):
+            e.add_note(f"(raised by '{primitive.name}' at {where.file}:{where.line} "
+                       f"in {where.function})")
+            e._remat_noted = True
+        raise
+
+
+def make_array(buf, aval):
+    """Wrap an impl's output buffer as an Array of ``aval`` (fixing NumPy's dtype drift)."""
+    if type(buf) is not np.ndarray:
+        inner = getattr(buf, "_buf", None)
+        buf = inner if inner is not None else np.asarray(buf)
+    if buf.dtype != aval.dtype:
+        buf = buf.astype(aval.dtype)
+    if buf.shape != aval.shape:
+        raise AssertionError(f"impl produced shape {buf.shape}, abstract eval {aval.shape}")
+    return _array_type._new(buf, aval)
+
+
+_array_type = None  # remat.array.Array, registered by that module
+
+
+def register_array_type(cls):
+    global _array_type
+    _array_type = cls
+
+
+class _TraceContext:
+    __slots__ = ("trace",)
+
+    def __init__(self):
+        self.trace = EvalTrace(None)
+
+
+_ctx = _TraceContext()
+eval_trace = _ctx.trace
+
+
+def current_trace():
+    return _ctx.trace
+
+
+@contextlib.contextmanager
+def set_current_trace(trace):
+    prev = _ctx.trace
+    _ctx.trace = trace
+    try:
+        yield trace
+    finally:
+        _ctx.trace = prev
+
+
+@contextlib.contextmanager
+def ensure_compile_time_eval():
+    """Evaluate operations on concrete values eagerly, even inside traced code."""
+    with set_current_trace(eval_trace):
+        yield
+
+
+@contextlib.contextmanager
+def new_trace(trace_cls, *args, **kwargs):
+    """Create a trace over the current one, make it current, and end it on exit."""
+    trace = trace_cls(_ctx.trace, *args, **kwargs)
+    try:
+        with set_current_trace(trace):
+            yield trace
+    finally:
+        trace.end()
+
+
+# --- tracers ---------------------------------------------------------------------------------
+
+
+class Tracer:
+    """A value under a transformation. Array methods and operators are attached by
+    ``remat.numpy`` so they work alike on tracers and Arrays."""
+
+    __slots__ = ("_trace", "__weakref__")
+    __array_priority__ = 1000
+
+    @property
+    def aval(self):
+        raise NotImplementedError  # every tracer type defines its aval
+
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+    ndim = property(lambda self: self.aval.ndim)
+    size = property(lambda self: self.aval.size)
+    weak_type = property(lambda self: self.aval.weak_type)
+
+    def __len__(self):
+        if not self.aval.shape:
+            raise TypeError("len() of unsized object")
+        return self.aval.shape[0]
+
+    def __iter__(self):
+        if not self.aval.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.aval.shape[0]))
+
+    def __bool__(self):
+        return self.aval._bool(self)
+
+    def __int__(self):
+        return self.aval._int(self)
+
+    def __float__(self):
+        return self.aval._float(self)
+
+    def __complex__(self):
+        return self.aval._float(self)
+
+    def __index__(self):
+        raise TracerIntegerConversionError(self)
+
+    def __array__(self, dtype=None, copy=None):
+        raise TracerArrayConversionError(self)
+
+    def __hash__(self):
+        raise TypeError(f"unhashable type: {type(self).__name__}")
+
+    def __repr__(self):
+        return f"Traced<{self.aval}>with<{type(self._trace).__name__}>"
+
+    def concrete_value(self):
+        """The concrete value behind this tracer, or None when it is abstract."""
+        return None
+
+
+def concrete_or_error(x, context=""):
+    """A concrete Python/NumPy value of ``x``; ConcretizationTypeError when it is traced."""
+    if isinstance(x, Tracer):
+        value = x.concrete_value()
+        if value is None:
+            raise ConcretizationTypeError(x, context)
+        return value
+    buf = getattr(x, "_buf", None)
+    return x if buf is None else buf
+
+
+# --- primitives ------------------------------------------------------------------------------
+
+
+class Primitive:
+    """An operation the transformations know: an impl, an abstract eval and rules in the
+    interpreters' registries (``ad.primitive_jvps``, ``batching.primitive_batchers`` ...)."""
+
+    multiple_results = False
+
+    def __init__(self, name):
+        self.name = name
+        self.impl = self._no_impl
+        self.abstract_eval = self._no_abstract_eval
+
+    def __repr__(self):
+        return self.name
+
+    def bind(self, *args, **params):
+        return _ctx.trace.process_primitive(self, args, params)
+
+    def def_impl(self, impl):
+        """``impl(*ndarrays, **params)``: NumPy buffers in, buffer(s) out."""
+        self.impl = impl
+        return impl
+
+    def def_abstract_eval(self, abstract_eval):
+        """``abstract_eval(*avals, **params)``: output aval(s), raising on invalid input."""
+        self.abstract_eval = abstract_eval
+        return abstract_eval
+
+    def _no_impl(self, *args, **params):
+        raise NotImplementedError(f"Evaluation rule for '{self.name}' not implemented")
+
+    def _no_abstract_eval(self, *args, **params):
+        raise NotImplementedError(f"Abstract evaluation for '{self.name}' not implemented")
+
+
+# --- the jaxpr IR ----------------------------------------------------------------------------
+
+
+class DebugInfo:
+    """Where a jaxpr came from: the traced function's name and its arguments' names."""
+
+    __slots__ = ("func_name", "arg_names", "traced_for")
+
+    def __init__(self, func_name, arg_names, traced_for="make_jaxpr"):
+        self.func_name = func_name
+        self.arg_names = list(arg_names)
+        self.traced_for = traced_for
+
+    def __repr__(self):
+        return f"DebugInfo({self.traced_for} of {self.func_name}({', '.join(self.arg_names)}))"
+
+
+class Var:
+    """A variable of a jaxpr; compared by identity."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"Var({self.aval})"
+
+
+class DropVar(Var):
+    """An equation output nobody reads (printed ``_``)."""
+
+    __slots__ = ()
+
+
+class Literal:
+    """A scalar constant inlined in an equation."""
+
+    __slots__ = ("val", "aval")
+
+    def __init__(self, val, aval):
+        self.val = val
+        self.aval = aval
+
+    def __repr__(self):
+        return f"Literal({self.val})"
+
+
+class JaxprEqn:
+    __slots__ = ("invars", "outvars", "primitive", "params", "source_info")
+
+    def __init__(self, invars, outvars, primitive, params, source_info=None):
+        self.invars = list(invars)
+        self.outvars = list(outvars)
+        self.primitive = primitive
+        self.params = params
+        self.source_info = source_info
+
+    def replace(self, **kwargs):
+        fields = {s: getattr(self, s) for s in self.__slots__}
+        fields.update(kwargs)
+        return JaxprEqn(**fields)
+
+    def __repr__(self):
+        return pp_eqn(self, _Names())
+
+
+class Jaxpr:
+    """A closed-over-nothing program: ``constvars``, ``invars``, equations, ``outvars``."""
+
+    __slots__ = ("constvars", "invars", "outvars", "eqns", "debug_info", "_free_plan",
+                 "__weakref__")
+
+    def __init__(self, constvars, invars, outvars, eqns, debug_info=None):
+        self.constvars = list(constvars)
+        self.invars = list(invars)
+        self.outvars = list(outvars)
+        self.eqns = list(eqns)
+        self.debug_info = debug_info
+        self._free_plan = None
+
+    @property
+    def in_avals(self):
+        return [v.aval for v in self.invars]
+
+    @property
+    def out_avals(self):
+        return [v.aval for v in self.outvars]
+
+    def free_plan(self):
+        """For each equation, the variables whose last use it is (freed right after it)."""
+        if self._free_plan is None:
+            last_use = {}
+            for i, eqn in enumerate(self.eqns):
+                for v in eqn.invars:
+                    if type(v) is not Literal:
+                        last_use[v] = i
+                for v in eqn.outvars:
+                    last_use.setdefault(v, i)  # never read: free at once
+            for v in self.outvars:
+                last_use.pop(v, None)
+            plan = [[] for _ in self.eqns]
+            for v, i in last_use.items():
+                plan[i].append(v)
+            self._free_plan = plan
+        return self._free_plan
+
+    def __str__(self):
+        return pp_jaxpr(self)
+
+    __repr__ = __str__
+
+
+class ClosedJaxpr:
+    """A jaxpr together with the values of its constvars."""
+
+    __slots__ = ("jaxpr", "consts", "__weakref__")
+
+    def __init__(self, jaxpr, consts):
+        assert len(jaxpr.constvars) == len(consts)
+        self.jaxpr = jaxpr
+        self.consts = list(consts)
+
+    in_avals = property(lambda self: self.jaxpr.in_avals)
+    out_avals = property(lambda self: self.jaxpr.out_avals)
+    eqns = property(lambda self: self.jaxpr.eqns)
+
+    def __call__(self, *args):
+        return eval_jaxpr(self.jaxpr, self.consts, *args)
+
+    def __str__(self):
+        return pp_jaxpr(self.jaxpr)
+
+    __repr__ = __str__
+
+    def pretty_print(self):
+        return str(self)
+
+
+def eval_jaxpr(jaxpr, consts, *args):
+    """Evaluate ``jaxpr`` by binding each equation under the current trace, freeing every
+    intermediate right after its last use."""
+    if len(args) != len(jaxpr.invars):
+        raise TypeError(f"jaxpr takes {len(jaxpr.invars)} arguments, got {len(args)}")
+    env = {}
+    for v, x in zip(jaxpr.constvars, consts):
+        env[v] = x
+    for v, x in zip(jaxpr.invars, args):
+        env[v] = x
+    free_plan = jaxpr.free_plan()
+    for eqn, frees in zip(jaxpr.eqns, free_plan):
+        invals = [v.val if type(v) is Literal else env[v] for v in eqn.invars]
+        outs = eqn.primitive.bind(*invals, **eqn.params)
+        if eqn.primitive.multiple_results:
+            for v, x in zip(eqn.outvars, outs):
+                env[v] = x
+        else:
+            env[eqn.outvars[0]] = outs
+        for v in frees:
+            env.pop(v, None)
+    return [v.val if type(v) is Literal else env[v] for v in jaxpr.outvars]
+
+
+def jaxpr_as_fun(closed_jaxpr):
+    return lambda *args: eval_jaxpr(closed_jaxpr.jaxpr, closed_jaxpr.consts, *args)
+
+
+# --- the printer -----------------------------------------------------------------------------
+
+
+class _Names:
+    """Assigns JAX-style names a, b, ..., z, ba, bb, ... in order of first appearance."""
+
+    def __init__(self):
+        self.names = {}
+        self.counter = itertools.count()
+
+    def __call__(self, v):
+        if isinstance(v, DropVar):
+            return "_"
+        name = self.names.get(v)
+        if name is None:
+            name = self.names[v] = _encode(next(self.counter))
+        return name
+
+
+def _encode(n):
+    s = chr(ord("a") + n % 26)
+    while n >= 26:
+        n //= 26
+        s = chr(ord("a") + n % 26) + s
+    return s
+
+
+def pp_atom(v, names):
+    if type(v) is Literal:
+        return f"{_pp_literal(v.val)}:{v.aval.str_short()}"
+    return names(v)
+
+
+def _pp_literal(val):
+    val = np.asarray(val)
+    if val.dtype == np.bool_:
+        return str(bool(val))
+    if val.dtype.kind == "f":
+        return repr(float(val))
+    if val.dtype.kind == "c":
+        return repr(complex(val))
+    return str(int(val))
+
+
+def _pp_binder(v, names):
+    return f"{names(v)}:{v.aval.str_short()}"
+
+
+def _pp_param_value(value, indent):
+    if isinstance(value, ClosedJaxpr):
+        value = value.jaxpr
+    if isinstance(value, Jaxpr):
+        return pp_jaxpr(value, indent=indent)  # nested jaxprs name their own variables
+    if isinstance(value, (tuple, list)) and any(isinstance(x, (Jaxpr, ClosedJaxpr))
+                                                for x in value):
+        inner = (_pp_param_value(x, indent) for x in value)
+        return "(" + ", ".join(inner) + ")"
+    if isinstance(value, np.dtype):
+        return value.name
+    if isinstance(value, type) and issubclass(value, np.generic):
+        return np.dtype(value).name
+    if callable(value) and hasattr(value, "__name__"):
+        return value.__name__
+    return str(value)
+
+
+def pp_eqn(eqn, names, indent=0):
+    outs = " ".join(_pp_binder(v, names) for v in eqn.outvars)
+    ins = " ".join(pp_atom(v, names) for v in eqn.invars)
+    params = ""
+    if eqn.params:
+        items = [(k, _pp_param_value(v, indent + 2)) for k, v in eqn.params.items()]
+        one_line = " ".join(f"{k}={v}" for k, v in items)
+        if "\n" in one_line or "{ lambda" in one_line or indent + len(one_line) > 60:
+            pad = " " * (indent + 2)
+            params = "[\n" + "\n".join(f"{pad}{k}={v}" for k, v in items) + "\n" + \
+                " " * indent + "]"
+        else:
+            params = f"[{one_line}]"
+    return f"{outs} = {eqn.primitive.name}{params}" + (f" {ins}" if ins else "")
+
+
+def pp_jaxpr(jaxpr, names=None, indent=0, width=80):
+    """JAX-style text of a jaxpr: ``{ lambda c:f32[3]; a:f32[3]. let b:f32[3] = sin a in (b,) }``."""
+    names = names or _Names()
+    consts = " ".join(_pp_binder(v, names) for v in jaxpr.constvars)
+    args = " ".join(_pp_binder(v, names) for v in jaxpr.invars)
+    head = f"{{ lambda {consts}; {args}. let"
+    eqns = [pp_eqn(e, names, indent + 4) for e in jaxpr.eqns]
+    outs = ", ".join(pp_atom(v, names) for v in jaxpr.outvars)
+    tail = f"in ({outs}{',' if len(jaxpr.outvars) == 1 else ''}) }}"
+    one_line = " ".join([head, "; ".join(eqns), tail]) if eqns else f"{head} {tail}"
+    if "\n" not in one_line and indent + len(one_line) <= width:
+        return one_line
+    pad = " " * (indent + 4)
+    body = "\n".join(pad + e for e in eqns)
+    return f"{head}\n{body}\n{' ' * (indent + 2)}{tail}"
+
+
+# --- helpers shared by the interpreters ------------------------------------------------------
+
+
+def new_jaxpr_eqn(invars, outvars, primitive, params, info=None):
+    return JaxprEqn(invars, outvars, primitive, params,
+                    info if info is not None else source_info.current())
+
+
+def unzip2(pairs):
+    a, b = [], []
+    for x, y in pairs:
+        a.append(x)
+        b.append(y)
+    return a, b
+
+
+def safe_map(f, *lists):
+    n = len(lists[0])
+    for xs in lists[1:]:
+        if len(xs) != n:
+            raise ValueError(f"length mismatch: {[len(x) for x in lists]}")
+    return [f(*xs) for xs in zip(*lists)]
+

@@ -1,0 +1,139 @@
+"""vmap: the batching trace.
+
+Rule registry (rules live beside their primitives):
+``primitive_batchers[prim](batched_args, batch_dims, **params) -> (out, out_dim)``, where each
+batch dim is an int or ``not_mapped`` (None) and at least one operand is batched. For
+``multiple_results`` primitives, ``out`` and ``out_dim`` are lists.
+"""
+
+from remat import core
+from remat.core import Trace, Tracer
+
+primitive_batchers = {}
+not_mapped = None
+
+
+class BatchTracer(Tracer):
+    __slots__ = ("val", "batch_dim")
+
+    def __init__(self, trace, val, batch_dim):
+        self._trace = trace
+        self.val = val
+        self.batch_dim = batch_dim
+
+    @property
+    def aval(self):
+        aval = core.get_aval(self.val)
+        if self.batch_dim is not_mapped:
+            return aval
+        shape = aval.shape[:self.batch_dim] + aval.shape[self.batch_dim + 1:]
+        return aval.update(shape=shape)
+
+
+class BatchTrace(Trace):
+    """Values carry a batch dimension (or none); rules run under the parent trace."""
+
+    def __init__(self, parent, axis_size, axis_name=None):
+        super().__init__(parent)
+        self.axis_size = axis_size
+        self.axis_name = axis_name
+
+    def to_val_dim(self, x):
+        if isinstance(x, BatchTracer) and x._trace is self:
+            return x.val, x.batch_dim
+        if isinstance(x, Tracer):
+            self.check_foreign(x)
+        return x, not_mapped
+
+    def process_primitive(self, primitive, args, params):
+        vals, dims = core.unzip2(self.to_val_dim(x) for x in args)
+        if all(d is not_mapped for d in dims):
+            with core.set_current_trace(self.parent):
+                return primitive.bind(*vals, **params)
+        rule = primitive_batchers.get(primitive)
+        if rule is None:
+            raise NotImplementedError(f"Batching rule for '{primitive.name}' not implemented")
+        with core.set_current_trace(self.parent):
+            out, out_dim = rule(vals, dims, **params)
+        if primitive.multiple_results:
+            return [self.make_tracer(v, d) for v, d in zip(out, out_dim)]
+        return self.make_tracer(out, out_dim)
+
+    def make_tracer(self, val, dim):
+        return BatchTracer(self, val, dim)
+
+
+# --- helpers for writing rules ---------------------------------------------------------------
+
+
+def moveaxis(x, src, dst):
+    """Move axis ``src`` of ``x`` to position ``dst`` (a transpose; no-op when equal)."""
+    from remat import lax
+
+    ndim = core.get_aval(x).ndim
+    src, dst = src % ndim, dst % ndim
+    if src == dst:
+        return x
+    perm = [i for i in range(ndim) if i != src]
+    perm.insert(dst, src)
+    return lax.transpose(x, tuple(perm))
+
+
+def bdim_at_front(x, bdim, size):
+    """``x`` with its batch dim first; unbatched values are broadcast to ``size``."""
+    from remat import lax
+
+    if bdim is not_mapped:
+        aval = core.get_aval(x)
+        return lax.broadcast_in_dim(x, (size,) + aval.shape, tuple(range(1, aval.ndim + 1)))
+    return moveaxis(x, bdim, 0)
+
+
+def axis_size_of(vals, dims):
+    for x, d in zip(vals, dims):
+        if d is not not_mapped:
+            return core.get_aval(x).shape[d]
+    raise ValueError("no batched operand")
+
+
+def defvectorized(primitive):
+    """Unary elementwise primitives: apply as is; the batch dim stays where it is."""
+
+    def rule(vals, dims, **params):
+        return primitive.bind(*vals, **params), dims[0]
+
+    primitive_batchers[primitive] = rule
+
+
+def broadcast_batcher(primitive):
+    """n-ary elementwise primitives whose operands have equal shapes or are rank 0."""
+
+    def rule(vals, dims, **params):
+        size = axis_size_of(vals, dims)
+        shapes = [core.get_aval(x).shape for x in vals]
+        rank = max(len(s) - (d is not not_mapped) for s, d in zip(shapes, dims))
+        if all(d is not not_mapped and len(s) - 1 == rank for s, d in zip(shapes, dims)) and \
+                len(set(dims)) == 1:
+            return primitive.bind(*vals, **params), dims[0]
+        out = []
+        for x, d, s in zip(vals, dims, shapes):
+            if d is not_mapped and len(s) == 0:
+                out.append(x)  # unbatched scalars broadcast inside the primitive
+                continue
+            x = bdim_at_front(x, d, size)
+            if core.get_aval(x).ndim - 1 < rank:  # a batched scalar against arrays
+                from remat import lax
+
+                full = (size,) + _unbatched_shape(vals, dims, shapes, rank)
+                x = lax.broadcast_in_dim(x, full, (0,))
+            out.append(x)
+        return primitive.bind(*out, **params), 0
+
+    primitive_batchers[primitive] = rule
+
+
+def _unbatched_shape(vals, dims, shapes, rank):
+    for s, d in zip(shapes, dims):
+        if len(s) - (d is not not_mapped) == rank:
+            return s if d is not_mapped else s[:d] + s[d + 1:]
+    raise AssertionError

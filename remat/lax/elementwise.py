@@ -1,0 +1,671 @@
+"""Elementwise primitives: unary math, binary arithmetic and comparisons, select_n, clamp,
+convert_element_type — each with its impl, abstract eval, JVP, transpose and batching rules.
+
+Operands of an elementwise primitive have equal shapes and dtypes, except that rank-0
+operands broadcast against the others (so ``x * 2.0`` stages as ``mul a 2.0:f32[]``).
+"""
+
+import numpy as np
+
+from remat import core, dtypes, lax
+from remat.core import ShapedArray
+from remat.interpreters import ad, batching
+from remat.lax import special
+from remat.lax.standard import (
+    ANY,
+    FLOAT,
+    INEXACT,
+    INT_OR_BOOL,
+    NUMBER,
+    REAL,
+    as_operands,
+    broadcasting_shape,
+    check_dtype,
+    check_same_dtypes,
+    nary_abstract_eval,
+    standard_primitive,
+)
+
+__all__ = [
+    "abs",
+    "abs_p",
+    "acos",
+    "acos_p",
+    "acosh",
+    "acosh_p",
+    "add",
+    "add_p",
+    "and_p",
+    "asin",
+    "asin_p",
+    "asinh",
+    "asinh_p",
+    "atan",
+    "atan2",
+    "atan2_p",
+    "atan_p",
+    "atanh",
+    "atanh_p",
+    "bitwise_and",
+    "bitwise_not",
+    "bitwise_or",
+    "bitwise_xor",
+    "cbrt",
+    "cbrt_p",
+    "ceil",
+    "ceil_p",
+    "clamp",
+    "clamp_p",
+    "convert_element_type",
+    "convert_element_type_p",
+    "cos",
+    "cos_p",
+    "cosh",
+    "cosh_p",
+    "digamma",
+    "digamma_p",
+    "div",
+    "div_p",
+    "eq",
+    "eq_p",
+    "erf",
+    "erf_inv",
+    "erf_inv_p",
+    "erf_p",
+    "erfc",
+    "erfc_p",
+    "exp",
+    "exp2",
+    "exp2_p",
+    "exp_p",
+    "expm1",
+    "expm1_p",
+    "floor",
+    "floor_p",
+    "ge",
+    "ge_p",
+    "gt",
+    "gt_p",
+    "integer_pow",
+    "integer_pow_p",
+    "is_finite",
+    "is_finite_p",
+    "le",
+    "le_p",
+    "lgamma",
+    "lgamma_p",
+    "log",
+    "log1p",
+    "log1p_p",
+    "log_p",
+    "logistic",
+    "logistic_p",
+    "lt",
+    "lt_p",
+    "max",
+    "max_p",
+    "min",
+    "min_p",
+    "mul",
+    "mul_p",
+    "ne",
+    "ne_p",
+    "neg",
+    "neg_p",
+    "nextafter",
+    "nextafter_p",
+    "not_p",
+    "or_p",
+    "polygamma",
+    "polygamma_p",
+    "pow",
+    "pow_p",
+    "rem",
+    "rem_p",
+    "round",
+    "round_p",
+    "rsqrt",
+    "rsqrt_p",
+    "select",
+    "select_n",
+    "select_n_p",
+    "sign",
+    "sign_p",
+    "sin",
+    "sin_p",
+    "sinh",
+    "sinh_p",
+    "sqrt",
+    "sqrt_p",
+    "square",
+    "square_p",
+    "sub",
+    "sub_p",
+    "tan",
+    "tan_p",
+    "tanh",
+    "tanh_p",
+    "xor_p",
+]
+
+_all = []
+
+
+def _quiet(f):
+    """NumPy impls that may divide by zero or overflow: no RuntimeWarnings, like JAX."""
+
+    def impl(*args, **params):
+        with np.errstate(all="ignore"):
+            return f(*args, **params)
+
+    impl.__name__ = getattr(f, "__name__", "impl")
+    return impl
+
+
+def _unop(name, impl, accepted, quiet=False):
+    prim = standard_primitive(name, _quiet(impl) if quiet else impl,
+                              nary_abstract_eval(name, accepted))
+    batching.defvectorized(prim)
+    return prim
+
+
+def _binop(name, impl, accepted, result_dtype=None, quiet=False):
+    prim = standard_primitive(name, _quiet(impl) if quiet else impl,
+                              nary_abstract_eval(name, accepted, result_dtype))
+    batching.broadcast_batcher(prim)
+    return prim
+
+
+def _bcast(t, aval):
+    """Broadcast a rank-0 tangent contribution to the output's shape."""
+    if core.get_aval(t).shape == aval.shape:
+        return t
+    return lax.broadcast_in_dim(t, aval.shape, ())
+
+
+def _unbroadcast(aval, ct):
+    """The cotangent of a rank-0 operand that was broadcast against larger operands."""
+    if core.get_aval(ct).shape == aval.shape:
+        return ct
+    return lax.reduce_sum(ct, tuple(range(core.get_aval(ct).ndim)))
+
+
+def _defjvp_broadcasting(prim, *rules):
+    """``ad.defjvp`` for n-ary ops whose rank-0 operands broadcast."""
+
+    def wrap(rule):
+        if rule is None:
+            return None
+
+        def broadcast_rule(g, *primals, **params):
+            out_shape = broadcasting_shape(prim.name, [core.get_aval(p) for p in primals])
+            t = rule(g, *primals, **params)
+            aval = core.get_aval(t)
+            return t if aval.shape == out_shape else lax.broadcast_in_dim(t, out_shape, ())
+
+        return broadcast_rule
+
+    ad.defjvp(prim, *(wrap(r) for r in rules))
+
+
+# --- unary -----------------------------------------------------------------------------------
+
+neg_p = _unop("neg", np.negative, NUMBER)
+sign_p = _unop("sign", np.sign, NUMBER)
+floor_p = _unop("floor", np.floor, FLOAT)
+ceil_p = _unop("ceil", np.ceil, FLOAT)
+is_finite_p = standard_primitive(
+    "is_finite", np.isfinite, lambda x: (check_dtype("is_finite", x, FLOAT),
+                                         ShapedArray(x.shape, dtypes.bool_))[1])
+batching.defvectorized(is_finite_p)
+exp_p = _unop("exp", np.exp, INEXACT, quiet=True)
+exp2_p = _unop("exp2", np.exp2, INEXACT, quiet=True)
+log_p = _unop("log", np.log, INEXACT, quiet=True)
+log1p_p = _unop("log1p", np.log1p, INEXACT, quiet=True)
+expm1_p = _unop("expm1", np.expm1, INEXACT, quiet=True)
+tanh_p = _unop("tanh", np.tanh, INEXACT)
+logistic_p = _unop("logistic", lambda x: np.tanh(x * x.dtype.type(0.5)) * x.dtype.type(0.5)
+                   + x.dtype.type(0.5), INEXACT)
+sin_p = _unop("sin", np.sin, INEXACT)
+cos_p = _unop("cos", np.cos, INEXACT)
+tan_p = _unop("tan", np.tan, INEXACT)
+asin_p = _unop("asin", np.arcsin, INEXACT, quiet=True)
+acos_p = _unop("acos", np.arccos, INEXACT, quiet=True)
+atan_p = _unop("atan", np.arctan, INEXACT)
+sinh_p = _unop("sinh", np.sinh, INEXACT, quiet=True)
+cosh_p = _unop("cosh", np.cosh, INEXACT, quiet=True)
+asinh_p = _unop("asinh", np.arcsinh, INEXACT)
+acosh_p = _unop("acosh", np.arccosh, INEXACT, quiet=True)
+atanh_p = _unop("atanh", np.arctanh, INEXACT, quiet=True)
+sqrt_p = _unop("sqrt", np.sqrt, INEXACT, quiet=True)
+rsqrt_p = _unop("rsqrt", lambda x: np.reciprocal(np.sqrt(x)), INEXACT, quiet=True)
+cbrt_p = _unop("cbrt", np.cbrt, FLOAT)
+abs_p = standard_primitive(
+    "abs", np.abs,
+    lambda x: (check_dtype("abs", x, NUMBER),
+               x.update(dtype=np.finfo(x.dtype).dtype if x.dtype.kind == "c" else x.dtype))[1])
+batching.defvectorized(abs_p)
+erf_p = _unop("erf", special.erf, FLOAT)
+erfc_p = _unop("erfc", special.erfc, FLOAT)
+erf_inv_p = _unop("erf_inv", special.erf_inv, FLOAT, quiet=True)
+lgamma_p = _unop("lgamma", special.lgamma, FLOAT, quiet=True)
+digamma_p = _unop("digamma", special.digamma, FLOAT, quiet=True)
+square_p = _unop("square", np.square, NUMBER)
+not_p = _unop("not", np.invert, INT_OR_BOOL)
+
+
+def _round_impl(x, rounding_method=0):
+    if rounding_method == 0:  # away from zero
+        return np.copysign(np.floor(np.abs(x) + x.dtype.type(0.5)), x)
+    return np.round(x)
+
+
+round_p = standard_primitive("round", _round_impl,
+                             lambda x, rounding_method: nary_abstract_eval("round", FLOAT)(x))
+batching.defvectorized(round_p)
+
+
+def _integer_pow_impl(x, y):
+    if y == 2:
+        return np.square(x)
+    if y >= 0:
+        return np.power(x, y)
+    return np.reciprocal(np.power(x, -y))
+
+
+def _integer_pow_abstract_eval(x, y):
+    check_dtype("integer_pow", x, NUMBER)
+    if y < 0 and x.dtype.kind in "iu":
+        raise TypeError(f"integer_pow got a negative exponent {y} for integer dtype "
+                        f"{x.dtype.name}")
+    return x
+
+
+integer_pow_p = standard_primitive("integer_pow", _quiet(_integer_pow_impl),
+                                   _integer_pow_abstract_eval)
+batching.defvectorized(integer_pow_p)
+
+polygamma_p = _binop("polygamma", special.polygamma, FLOAT, quiet=True)
+
+
+def _unary_jvps():
+    ad.deflinear(neg_p, lambda ct: [neg(ct)])
+    for p in (sign_p, floor_p, ceil_p, round_p, is_finite_p, not_p):
+        ad.defjvp_zero(p)
+    ad.defjvp2(exp_p, lambda g, ans, x: mul(g, ans))
+    ad.defjvp2(exp2_p, lambda g, ans, x: mul(g, mul(ans, np.log(2.0))))
+    ad.defjvp(log_p, lambda g, x: div(g, x))
+    ad.defjvp(log1p_p, lambda g, x: div(g, add(x, 1.0)))
+    ad.defjvp2(expm1_p, lambda g, ans, x: mul(g, add(ans, 1.0)))
+    ad.defjvp2(tanh_p, lambda g, ans, x: mul(g, sub(1.0, lax.square(ans))))
+    ad.defjvp2(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(1.0, ans))))
+    ad.defjvp(sin_p, lambda g, x: mul(g, lax.cos(x)))
+    ad.defjvp(cos_p, lambda g, x: neg(mul(g, lax.sin(x))))
+    ad.defjvp2(tan_p, lambda g, ans, x: mul(g, add(1.0, lax.square(ans))))
+    ad.defjvp(asin_p, lambda g, x: mul(g, lax.rsqrt(sub(1.0, lax.square(x)))))
+    ad.defjvp(acos_p, lambda g, x: neg(mul(g, lax.rsqrt(sub(1.0, lax.square(x))))))
+    ad.defjvp(atan_p, lambda g, x: div(g, add(1.0, lax.square(x))))
+    ad.defjvp(sinh_p, lambda g, x: mul(g, lax.cosh(x)))
+    ad.defjvp(cosh_p, lambda g, x: mul(g, lax.sinh(x)))
+    ad.defjvp(asinh_p, lambda g, x: mul(g, lax.rsqrt(add(lax.square(x), 1.0))))
+    ad.defjvp(acosh_p, lambda g, x: mul(g, lax.rsqrt(mul(sub(x, 1.0), add(x, 1.0)))))
+    ad.defjvp(atanh_p, lambda g, x: div(g, sub(1.0, lax.square(x))))
+    ad.defjvp2(sqrt_p, lambda g, ans, x: div(g, mul(ans, 2.0)))
+    ad.defjvp2(rsqrt_p, lambda g, ans, x: mul(g, mul(div(ans, x), -0.5)))
+    ad.defjvp2(cbrt_p, lambda g, ans, x: mul(g, div(ans, mul(x, 3.0))))
+    ad.defjvp(abs_p, lambda g, x: mul(g, lax.sign(x)))
+    ad.defjvp(erf_p, lambda g, x: mul(g, mul(2.0 / np.sqrt(np.pi),
+                                             lax.exp(neg(lax.square(x))))))
+    ad.defjvp(erfc_p, lambda g, x: mul(g, mul(-2.0 / np.sqrt(np.pi),
+                                              lax.exp(neg(lax.square(x))))))
+    ad.defjvp2(erf_inv_p, lambda g, ans, x: mul(g, mul(np.sqrt(np.pi) / 2.0,
+                                                       lax.exp(lax.square(ans)))))
+    ad.defjvp(lgamma_p, lambda g, x: mul(g, lax.digamma(x)))
+    ad.defjvp(digamma_p, lambda g, x: mul(g, lax.polygamma(lax.full_like(x, 1), x)))
+    ad.defjvp(square_p, lambda g, x: mul(g, mul(x, 2.0)))
+    _defjvp_broadcasting(polygamma_p, None,
+                         lambda g, m, x: mul(g, lax.polygamma(add(m, 1.0), x)))
+
+    def integer_pow_jvp(g, x, y):
+        if y == 0:
+            return lax.full_like(g, 0)
+        return mul(g, mul(float(y), x) if y == 1 else mul(float(y), lax.integer_pow(x, y - 1)))
+
+    ad.defjvp(integer_pow_p, integer_pow_jvp)
+
+
+# --- binary ----------------------------------------------------------------------------------
+
+
+def _int_div(x, y):
+    if x.dtype.kind in "iu":
+        q = np.floor_divide(x, np.where(y == 0, 1, y))
+        fix = (np.remainder(x, np.where(y == 0, 1, y)) != 0) & ((x < 0) != (y < 0))
+        return np.where(y == 0, 0, q + fix.astype(q.dtype)).astype(x.dtype)
+    return np.true_divide(x, y)
+
+
+def _pow_abstract_eval(x, y):
+    check_dtype("pow", x, INEXACT)
+    if y.dtype.kind not in "iu":
+        check_same_dtypes("pow", [x, y])
+    return ShapedArray(broadcasting_shape("pow", [x, y]), x.dtype, x.weak_type and y.weak_type)
+
+
+add_p = _binop("add", np.add, NUMBER)
+sub_p = _binop("sub", np.subtract, NUMBER)
+mul_p = _binop("mul", np.multiply, NUMBER + ("bool",))
+div_p = _binop("div", _int_div, NUMBER, quiet=True)
+rem_p = _binop("rem", np.fmod, REAL, quiet=True)
+pow_p = standard_primitive("pow", _quiet(np.power), _pow_abstract_eval)
+batching.broadcast_batcher(pow_p)
+max_p = _binop("max", np.maximum, ANY)
+min_p = _binop("min", np.minimum, ANY)
+atan2_p = _binop("atan2", np.arctan2, FLOAT)
+and_p = _binop("and", np.bitwise_and, INT_OR_BOOL)
+or_p = _binop("or", np.bitwise_or, INT_OR_BOOL)
+xor_p = _binop("xor", np.bitwise_xor, INT_OR_BOOL)
+nextafter_p = _binop("nextafter", np.nextafter, FLOAT)
+eq_p = _binop("eq", np.equal, ANY, dtypes.bool_)
+ne_p = _binop("ne", np.not_equal, ANY, dtypes.bool_)
+lt_p = _binop("lt", np.less, REAL + ("bool",), dtypes.bool_)
+le_p = _binop("le", np.less_equal, REAL + ("bool",), dtypes.bool_)
+gt_p = _binop("gt", np.greater, REAL + ("bool",), dtypes.bool_)
+ge_p = _binop("ge", np.greater_equal, REAL + ("bool",), dtypes.bool_)
+
+
+def _comparison_weak_type_fix():
+    # comparisons produce strong booleans even from weak operands
+    for p in (eq_p, ne_p, lt_p, le_p, gt_p, ge_p):
+        inner = p.abstract_eval
+        p.def_abstract_eval(lambda *avals, _inner=inner: _inner(*avals).strip_weak_type())
+
+
+_comparison_weak_type_fix()
+
+
+def _balanced_eq(x, z, y):
+    """1 where x is the max/min z alone, 0.5 where x and y tie, 0 elsewhere."""
+    one = lax.full_like(z, 1)
+    half = lax.full_like(z, 0.5)
+    zero = lax.full_like(z, 0)
+    return lax.select(lax.eq(x, z), lax.select(lax.eq(y, z), half, one), zero)
+
+
+def _binary_rules():
+    for p in (and_p, or_p, xor_p, nextafter_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p):
+        ad.defjvp_zero(p)
+    _defjvp_broadcasting(add_p, lambda g, x, y: g, lambda g, x, y: g)
+    _defjvp_broadcasting(sub_p, lambda g, x, y: g, lambda g, x, y: neg(g))
+    _defjvp_broadcasting(mul_p, lambda g, x, y: mul(g, y), lambda g, x, y: mul(x, g))
+    _defjvp_broadcasting(div_p, lambda g, x, y: div(g, y),
+                         lambda g, x, y: mul(neg(g), div(x, lax.square(y))))
+    _defjvp_broadcasting(
+        rem_p, lambda g, x, y: g,
+        lambda g, x, y: mul(neg(g), mul(lax.sign(div(x, y)), lax.floor(lax.abs(div(x, y))))))
+    _defjvp_broadcasting(max_p, lambda g, x, y: mul(g, _balanced_eq(x, lax.max(x, y), y)),
+                         lambda g, x, y: mul(g, _balanced_eq(y, lax.max(x, y), x)))
+    _defjvp_broadcasting(min_p, lambda g, x, y: mul(g, _balanced_eq(x, lax.min(x, y), y)),
+                         lambda g, x, y: mul(g, _balanced_eq(y, lax.min(x, y), x)))
+    _defjvp_broadcasting(
+        atan2_p, lambda g, x, y: mul(g, div(y, lax.add(lax.square(x), lax.square(y)))),
+        lambda g, x, y: mul(g, div(neg(x), lax.add(lax.square(x), lax.square(y)))))
+
+    def pow_jvp_x(g, x, y):
+        y_f = y if core.get_aval(y).dtype == core.get_aval(x).dtype else \
+            lax.convert_element_type(y, core.get_aval(x).dtype)
+        jac = lax.select(lax.eq(y_f, 0.0), lax.full_like(lax.mul(x, y_f), 0),
+                         mul(y_f, lax.pow(x, lax.sub(y_f, 1.0))))
+        return mul(g, jac)
+
+    def pow_jvp_y(g, x, y):
+        ans = lax.pow(x, y)
+        log_x = lax.select(lax.eq(x, 0.0), lax.full_like(x, 0), lax.log(x))
+        return mul(g, mul(log_x, ans))
+
+    _defjvp_broadcasting(pow_p, pow_jvp_x, pow_jvp_y)
+
+    def add_transpose(ct, x, y):
+        return [_unbroadcast(x.aval, ct) if ad.is_undefined_primal(x) else None,
+                _unbroadcast(y.aval, ct) if ad.is_undefined_primal(y) else None]
+
+    def sub_transpose(ct, x, y):
+        return [_unbroadcast(x.aval, ct) if ad.is_undefined_primal(x) else None,
+                _unbroadcast(y.aval, neg(ct)) if ad.is_undefined_primal(y) else None]
+
+    def mul_transpose(ct, x, y):
+        if ad.is_undefined_primal(x):
+            return [_unbroadcast(x.aval, mul(ct, y)), None]
+        return [None, _unbroadcast(y.aval, mul(x, ct))]
+
+    def div_transpose(ct, x, y):
+        assert ad.is_undefined_primal(x) and not ad.is_undefined_primal(y)
+        return [_unbroadcast(x.aval, div(ct, y)), None]
+
+    ad.primitive_transposes[add_p] = add_transpose
+    ad.primitive_transposes[sub_p] = sub_transpose
+    ad.primitive_transposes[mul_p] = mul_transpose
+    ad.primitive_transposes[div_p] = div_transpose
+
+
+# --- select_n, clamp, convert_element_type ---------------------------------------------------
+
+
+def _select_n_abstract_eval(which, *cases):
+    if not cases:
+        raise TypeError("select_n must have at least one case")
+    if which.dtype != dtypes.bool_ and which.dtype.kind not in "iu":
+        raise TypeError(f"select_n which must be boolean or integer, got {which.dtype.name}")
+    if which.dtype == dtypes.bool_ and len(cases) > 2:
+        raise TypeError("select_n with a boolean which takes at most 2 cases")
+    check_same_dtypes("select_n", cases)
+    if len({c.shape for c in cases}) > 1:
+        raise TypeError(f"select_n cases must have the same shapes, got "
+                        f"{[c.shape for c in cases]}")
+    if which.shape and which.shape != cases[0].shape:
+        raise TypeError(f"select_n which must be scalar or have the same shape as cases, got "
+                        f"which shape {which.shape} but case shape {cases[0].shape}")
+    return cases[0].update(weak_type=all(c.weak_type for c in cases))
+
+
+def _select_n_impl(which, *cases):
+    if len(cases) == 1:
+        return cases[0]
+    if which.dtype == np.bool_ and len(cases) == 2:
+        return np.where(which, cases[1], cases[0])
+    return np.choose(which, cases)
+
+
+select_n_p = standard_primitive("select_n", _select_n_impl, _select_n_abstract_eval)
+
+
+def _select_n_batch(vals, dims):
+    which, cases = vals[0], vals[1:]
+    wdim, cdims = dims[0], dims[1:]
+    size = batching.axis_size_of(vals, dims)
+    if wdim is batching.not_mapped and not core.get_aval(which).shape:
+        cases = [batching.bdim_at_front(c, d, size) for c, d in zip(cases, cdims)]
+        return select_n_p.bind(which, *cases), 0
+    case_shape = core.get_aval(vals[1]).shape
+    case_shape = case_shape if cdims[0] is batching.not_mapped else \
+        case_shape[:cdims[0]] + case_shape[cdims[0] + 1:]
+    which = batching.bdim_at_front(which, wdim, size)
+    if core.get_aval(which).ndim - 1 < len(case_shape):
+        which = lax.broadcast_in_dim(which, (size,) + case_shape, (0,))
+    cases = [batching.bdim_at_front(c, d, size) for c, d in zip(cases, cdims)]
+    return select_n_p.bind(which, *cases), 0
+
+
+batching.primitive_batchers[select_n_p] = _select_n_batch
+
+
+def _select_n_jvp(primals, tangents):
+    which, cases = primals[0], primals[1:]
+    out = select_n_p.bind(which, *cases)
+    case_tangents = tangents[1:]
+    if all(type(t) is ad.Zero for t in case_tangents):
+        return out, ad.Zero.from_primal_value(out)
+    return out, select_n_p.bind(which, *[ad.instantiate_zeros(t) for t in case_tangents])
+
+
+def _select_n_transpose(ct, which, *cases):
+    assert not ad.is_undefined_primal(which)
+    zeros = lax.full_like(ct, 0)
+    out = [None]
+    for i, c in enumerate(cases):
+        if ad.is_undefined_primal(c):
+            branches = [zeros] * len(cases)
+            branches[i] = ct
+            out.append(select_n_p.bind(which, *branches))
+        else:
+            out.append(None)
+    return out
+
+
+ad.primitive_jvps[select_n_p] = _select_n_jvp
+ad.primitive_transposes[select_n_p] = _select_n_transpose
+
+
+def _clamp_abstract_eval(lo, x, hi):
+    check_same_dtypes("clamp", [lo, x, hi])
+    for name, b in (("min", lo), ("max", hi)):
+        if b.shape and b.shape != x.shape:
+            raise TypeError(f"clamp requires {name} to be a scalar or have the operand's shape "
+                            f"{x.shape}, got {b.shape}")
+    return x
+
+
+clamp_p = standard_primitive("clamp", lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi),
+                             _clamp_abstract_eval)
+batching.broadcast_batcher(clamp_p)
+
+
+def _clamp_rules():
+    sel, zeros = select, lax.full_like
+
+    def d_lo(g, lo, x, hi):
+        g = lax.broadcast_in_dim(g, core.get_aval(x).shape, ()) if not core.get_aval(g).shape \
+            else g
+        return sel(lax.bitwise_and(lax.gt(lo, x), lax.lt(lo, hi)), g, zeros(x, 0))
+
+    def d_x(g, lo, x, hi):
+        return sel(lax.bitwise_and(lax.gt(x, lo), lax.lt(x, hi)), g, zeros(x, 0))
+
+    def d_hi(g, lo, x, hi):
+        g = lax.broadcast_in_dim(g, core.get_aval(x).shape, ()) if not core.get_aval(g).shape \
+            else g
+        return sel(lax.lt(hi, x), g, zeros(x, 0))
+
+    ad.defjvp(clamp_p, d_lo, d_x, d_hi)
+
+
+def _convert_impl(x, new_dtype, weak_type):
+    if np.dtype(new_dtype).kind in "iu" and x.dtype.kind in "fc":
+        with np.errstate(invalid="ignore"):
+            return np.trunc(x).astype(new_dtype)
+    return x.astype(new_dtype)
+
+
+def _convert_abstract_eval(x, new_dtype, weak_type):
+    return ShapedArray(x.shape, new_dtype, weak_type)
+
+
+convert_element_type_p = standard_primitive("convert_element_type", _convert_impl,
+                                            _convert_abstract_eval)
+batching.defvectorized(convert_element_type_p)
+
+
+def _convert_jvp(primals, tangents, new_dtype, weak_type):
+    (x,), (t,) = primals, tangents
+    out = convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)
+    if type(t) is ad.Zero or not dtypes.is_inexact(new_dtype) or \
+            not dtypes.is_inexact(core.get_aval(x).dtype):
+        return out, ad.Zero.from_primal_value(out)
+    return out, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type)
+
+
+def _convert_transpose(ct, x, new_dtype, weak_type):
+    aval = x.aval
+    return [convert_element_type_p.bind(ct, new_dtype=aval.dtype, weak_type=aval.weak_type)]
+
+
+ad.primitive_jvps[convert_element_type_p] = _convert_jvp
+ad.primitive_transposes[convert_element_type_p] = _convert_transpose
+
+
+# --- the lax functions -----------------------------------------------------------------------
+
+
+def _unary_fn(prim):
+    def fn(x):
+        return prim.bind(x)
+
+    fn.__name__ = prim.name
+    fn.__doc__ = f"Elementwise ``{prim.name}``."
+    return fn
+
+
+def _binary_fn(prim):
+    def fn(x, y):
+        x, y = as_operands(prim.name, x, y)
+        return prim.bind(x, y)
+
+    fn.__name__ = prim.name
+    fn.__doc__ = f"Elementwise ``{prim.name}`` (operands of one dtype; rank-0 broadcasts)."
+    return fn
+
+
+neg, sign, floor, ceil, is_finite = map(_unary_fn, (neg_p, sign_p, floor_p, ceil_p, is_finite_p))
+exp, exp2, log, log1p, expm1 = map(_unary_fn, (exp_p, exp2_p, log_p, log1p_p, expm1_p))
+tanh, logistic, sin, cos, tan = map(_unary_fn, (tanh_p, logistic_p, sin_p, cos_p, tan_p))
+asin, acos, atan, sinh, cosh = map(_unary_fn, (asin_p, acos_p, atan_p, sinh_p, cosh_p))
+asinh, acosh, atanh, sqrt, rsqrt = map(_unary_fn, (asinh_p, acosh_p, atanh_p, sqrt_p, rsqrt_p))
+cbrt, abs, erf, erfc, erf_inv = map(_unary_fn, (cbrt_p, abs_p, erf_p, erfc_p, erf_inv_p))
+lgamma, digamma, square, bitwise_not = map(_unary_fn, (lgamma_p, digamma_p, square_p, not_p))
+add, sub, mul, div, rem = map(_binary_fn, (add_p, sub_p, mul_p, div_p, rem_p))
+pow, max, min, atan2, nextafter = map(_binary_fn, (pow_p, max_p, min_p, atan2_p, nextafter_p))
+bitwise_and, bitwise_or, bitwise_xor = map(_binary_fn, (and_p, or_p, xor_p))
+eq, ne, lt, le, gt, ge = map(_binary_fn, (eq_p, ne_p, lt_p, le_p, gt_p, ge_p))
+polygamma = _binary_fn(polygamma_p)
+
+
+def round(x, rounding_method=0):
+    """Round to the nearest integer: 0 = away from zero, 1 = to nearest even."""
+    return round_p.bind(x, rounding_method=int(rounding_method))
+
+
+def integer_pow(x, y):
+    """``x ** y`` for a static Python integer ``y``."""
+    return integer_pow_p.bind(x, y=int(y))
+
+
+def select_n(which, *cases):
+    """``cases[which]`` elementwise; ``which`` is boolean (2 cases) or integer."""
+    return select_n_p.bind(which, *cases)
+
+
+def select(pred, on_true, on_false):
+    """``on_true`` where ``pred`` else ``on_false``."""
+    return select_n_p.bind(pred, on_false, on_true)
+
+
+def clamp(min, x, max):
+    """``x`` clipped to ``[min, max]``."""
+    min, x, max = as_operands("clamp", min, x, max)
+    return clamp_p.bind(min, x, max)
+
+
+def convert_element_type(operand, new_dtype, weak_type=False):
+    """``operand`` cast to ``new_dtype``; concrete operands are converted eagerly."""
+    new_dtype = dtypes.canonicalize_dtype(new_dtype)
+    if not isinstance(operand, core.Tracer) and not hasattr(operand, "_buf"):
+        # Python scalars and NumPy constants are converted now, not staged (as in JAX).
+        aval = core.get_aval(operand)
+        buf = _convert_impl(np.asarray(operand, aval.dtype), new_dtype, weak_type)
+        return core.make_array(np.asarray(buf), ShapedArray(buf.shape, new_dtype, weak_type))
+    return convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=bool(weak_type))
+
+
+_unary_jvps()
+_binary_rules()
+_clamp_rules()

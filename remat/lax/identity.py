@@ -1,0 +1,82 @@
+"""Primitives that return their operands: ``copy``, ``stop_gradient`` and
+``optimization_barrier`` (which the jit executor's CSE pass never looks through)."""
+
+import numpy as np
+
+from remat import core
+from remat.interpreters import ad, batching
+from remat.lax.standard import standard_primitive
+
+__all__ = [
+    "copy",
+    "copy_p",
+    "optimization_barrier",
+    "optimization_barrier_p",
+    "stop_gradient",
+    "stop_gradient_p",
+]
+
+copy_p = standard_primitive("copy", np.copy, lambda x: x)
+ad.deflinear(copy_p, lambda ct: [copy_p.bind(ct)])
+batching.defvectorized(copy_p)
+
+
+def copy(x):
+    """A fresh copy of ``x``."""
+    return copy_p.bind(x)
+
+
+stop_gradient_p = standard_primitive("stop_gradient", lambda x: x, lambda x: x)
+ad.defjvp_zero(stop_gradient_p)
+batching.defvectorized(stop_gradient_p)
+
+
+def stop_gradient(x):
+    """``x`` with zero derivative (any pytree)."""
+    from remat.tree_util import tree_map
+
+    def stop(leaf):
+        aval = core.get_aval(leaf)
+        if aval.dtype.kind not in "fc":
+            return leaf
+        return stop_gradient_p.bind(leaf)
+
+    return tree_map(stop, x)
+
+
+optimization_barrier_p = standard_primitive(
+    "optimization_barrier", lambda *xs: list(xs), lambda *avals: list(avals),
+    multiple_results=True)
+
+
+def _barrier_jvp(primals, tangents):
+    n = len(primals)
+    nonzero = [i for i, t in enumerate(tangents) if type(t) is not ad.Zero]
+    outs = optimization_barrier_p.bind(*primals, *[tangents[i] for i in nonzero])
+    tangents_out = [ad.Zero(t.aval) if type(t) is ad.Zero else None for t in tangents]
+    for k, i in enumerate(nonzero):
+        tangents_out[i] = outs[n + k]
+    return outs[:n], tangents_out
+
+
+def _barrier_transpose(cts, *args):
+    live = [i for i, c in enumerate(cts) if type(c) is not ad.Zero]
+    outs = optimization_barrier_p.bind(*[cts[i] for i in live])
+    result = [None] * len(args)
+    for k, i in enumerate(live):
+        result[i] = outs[k]
+    return result
+
+
+ad.primitive_jvps[optimization_barrier_p] = _barrier_jvp
+ad.primitive_transposes[optimization_barrier_p] = _barrier_transpose
+batching.primitive_batchers[optimization_barrier_p] = lambda vals, dims: (
+    optimization_barrier_p.bind(*vals), list(dims))
+
+
+def optimization_barrier(operand):
+    """Identity on a pytree, opaque to the executor's common-subexpression elimination."""
+    from remat.tree_util import tree_flatten, tree_unflatten
+
+    leaves, tree = tree_flatten(operand)
+    return tree_unflatten(tree, optimization_barrier_p.bind(*leaves))
