@@ -636,7 +636,7 @@ def pp_eqn(eqn, names, indent=0):
 
 
 def pp_jaxpr(jaxpr, names=None, indent=0, width=80):
-    """JAX-style text of a jaxpr: ``{ lambda c:f32[3]; a:f32[3]. let b:f32[3] = sin a in (b,) }``."""
+    """JAX-style text: ``{ lambda c:f32[3]; a:f32[3]. let b:f32[3] = sin a in (b,) }``."""
     names = names or _Names()
     consts = " ".join(_pp_binder(v, names) for v in jaxpr.constvars)
     args = " ".join(_pp_binder(v, names) for v in jaxpr.invars)
