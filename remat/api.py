@@ -1,17 +1,28 @@
 """The user-facing transformations."""
 
+import contextlib
+
 from remat import core
 from remat.api_util import (
     ShapeDtypeStruct,
     abstractify,
     arg_names,
     flatten_fun,
+    flatten_fun_nokwargs,
     fun_name,
     normalize_argnums,
     split_static,
 )
+from remat.config import config
+from remat.interpreters import ad
 from remat.interpreters import partial_eval as pe
-from remat.tree_util import tree_flatten, tree_unflatten
+from remat.tree_util import (
+    tree_flatten,
+    tree_map,
+    tree_structure,
+    tree_transpose,
+    tree_unflatten,
+)
 
 
 def _trace_user_fun(fun, args, kwargs, static_argnums, traced_for):
@@ -47,3 +58,469 @@ def eval_shape(fun, *args, **kwargs):
     closed, out_tree = _trace_user_fun(fun, args, kwargs, (), "eval_shape")
     shapes = [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type) for a in closed.out_avals]
     return tree_unflatten(out_tree, shapes)
+
+
+# --- forward mode ----------------------------------------------------------------------------
+
+
+def _check_tangent(p, t, name):
+    p_aval, t_aval = core.get_aval(p), core.get_aval(t)
+    if p_aval.shape != t_aval.shape:
+        raise ValueError(f"{name} called with different primal and tangent shapes;"
+                         f"Got primal shape {p_aval.shape} and tangent shape as "
+                         f"{t_aval.shape}")
+    expected = p_aval.to_tangent_aval().dtype
+    if t_aval.dtype != expected:
+        raise TypeError(f"{name} called with inconsistent primal and tangent dtypes; primal "
+                        f"dtype {p_aval.dtype.name} requires tangent dtype {expected.name}, "
+                        f"got {t_aval.dtype.name}")
+
+
+def _tangent_in(p, t):
+    """Integer and boolean inputs have float0 tangents: symbolically zero."""
+    if core.get_aval(p).dtype.kind not in "fc":
+        return ad.Zero(core.get_aval(p).to_tangent_aval())
+    return t
+
+
+def jvp(fun, primals, tangents, has_aux=False):
+    """``(fun(*primals), J·tangents)`` (and the aux output with ``has_aux``)."""
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("primal and tangent arguments to jvp must be tuples or lists; found "
+                        f"{type(primals).__name__} and {type(tangents).__name__}.")
+    flat_p, tree_p = tree_flatten(tuple(primals))
+    flat_t, tree_t = tree_flatten(tuple(tangents))
+    if tree_p != tree_t:
+        raise TypeError(f"primal and tangent arguments to jvp must have the same tree "
+                        f"structure; primals have tree structure {tree_p} whereas tangents "
+                        f"have tree structure {tree_t}.")
+    for p, t in zip(flat_p, flat_t):
+        _check_tangent(p, t, "jvp")
+    flat_fun, store = flatten_fun_nokwargs(fun, tree_p, has_aux)
+    outs, out_tangents = ad.jvp_flat(flat_fun, flat_p,
+                                     [_tangent_in(p, t) for p, t in zip(flat_p, flat_t)])
+    n = store.num_out
+    out = tree_unflatten(store.tree, outs[:n])
+    tangent = tree_unflatten(store.tree, [ad.instantiate_zeros(t) for t in out_tangents[:n]])
+    if has_aux:
+        return out, tangent, tree_unflatten(store.aux_tree, outs[n:])
+    return out, tangent
+
+
+def linearize(fun, *primals, has_aux=False):
+    """``(fun(*primals), f_jvp)`` where ``f_jvp`` evaluates the linearized function: the
+    forward pass runs once now; ``f_jvp`` holds only the residuals."""
+    flat_p, tree_p = tree_flatten(primals)
+    flat_fun, store = flatten_fun_nokwargs(fun, tree_p, has_aux)
+    outs, linear, out_nonzero = ad.linearize_flat(flat_fun, flat_p)
+    n = store.num_out
+    out_tree = store.tree
+    in_avals = [core.get_aval(p).to_tangent_aval() for p in flat_p]
+    out_avals = [core.get_aval(o).to_tangent_aval() for o in outs[:n]]
+
+    def f_jvp(*tangents):
+        flat_t, tree_t = tree_flatten(tangents)
+        if tree_t != tree_p:
+            raise TypeError(f"linearized function called on tangents with tree structure "
+                            f"{tree_t}, but the primals had structure {tree_p}")
+        for a, t in zip(in_avals, flat_t):
+            _check_tangent_aval(a, t)
+        lin_outs = iter(core.eval_jaxpr(linear.jaxpr, linear.consts, *flat_t))
+        flat_out = [next(lin_outs) if nz else ad.instantiate_zeros(ad.Zero(a))
+                    for nz, a in zip(out_nonzero, out_avals + [None] * (len(outs) - n))][:n]
+        return tree_unflatten(out_tree, flat_out)
+
+    out = tree_unflatten(out_tree, outs[:n])
+    if has_aux:
+        return out, f_jvp, tree_unflatten(store.aux_tree, outs[n:])
+    return out, f_jvp
+
+
+def _check_tangent_aval(aval, t):
+    t_aval = core.get_aval(t)
+    if t_aval.shape != aval.shape or t_aval.dtype != aval.dtype:
+        raise ValueError(f"linearized function called on tangent of type "
+                         f"{t_aval.str_short()}, expected {aval.str_short()}")
+
+
+# --- reverse mode ----------------------------------------------------------------------------
+
+
+class _VJP:
+    """The pullback returned by ``vjp``: holds only the linear jaxpr and its residuals."""
+
+    def __init__(self, linear, out_nonzero, out_avals, out_tree, in_avals, in_tree):
+        self.linear = linear
+        self.out_nonzero = out_nonzero
+        self.out_avals = out_avals
+        self.out_tree = out_tree
+        self.in_avals = in_avals
+        self.in_tree = in_tree
+
+    def __call__(self, cotangent):
+        return self.apply(cotangent, consume=False)
+
+    def apply(self, cotangent, consume):
+        """Run the backward pass; ``consume`` releases the residuals as they are used (the
+        pullback cannot be called again)."""
+        if self.linear is None:
+            raise RuntimeError("this pullback was already consumed by its single use")
+        flat_ct, ct_tree = tree_flatten(cotangent)
+        if ct_tree != self.out_tree:
+            raise TypeError(f"Tree structure of cotangent input {ct_tree}, does not match "
+                            f"structure of primal output {self.out_tree}.")
+        for a, ct in zip(self.out_avals, flat_ct):
+            ct_aval = core.get_aval(ct)
+            if ct_aval.shape != a.shape:
+                raise ValueError(f"Shape of cotangent input to vjp pullback function "
+                                 f"{ct_aval.shape} must be the same as the shape of "
+                                 f"corresponding primal input {a.shape}.")
+        cts = [ct for ct, nz in zip(flat_ct, self.out_nonzero) if nz]
+        linear = self.linear
+        consts = list(linear.consts)
+        if consume:
+            self.linear = None
+            linear = core.ClosedJaxpr(linear.jaxpr, [None] * len(consts))
+        args = [ad.UndefinedPrimal(a) for a in self.in_avals]
+        cts_in = ad.backward_pass(linear.jaxpr, consts, args, cts, consume_consts=consume)
+        del consts
+        return tree_unflatten(self.in_tree, [ad.instantiate_zeros(c) for c in cts_in])
+
+
+def _vjp(fun, primals, has_aux):
+    flat_p, tree_p = tree_flatten(primals)
+    flat_fun, store = flatten_fun_nokwargs(fun, tree_p, has_aux)
+    outs, linear, out_nonzero = ad.linearize_flat(flat_fun, flat_p)
+    n = store.num_out
+    in_avals = [core.get_aval(p).to_tangent_aval() for p in flat_p]
+    out_avals = [core.get_aval(o) for o in outs[:n]]
+    pullback = _VJP(linear, out_nonzero[:n], out_avals, store.tree, in_avals, tree_p)
+    aux = tree_unflatten(store.aux_tree, outs[n:]) if has_aux else None
+    return tree_unflatten(store.tree, outs[:n]), pullback, aux
+
+
+def vjp(fun, *primals, has_aux=False):
+    """``(fun(*primals), f_vjp)``: ``f_vjp(ct)`` is the cotangent of the inputs."""
+    out, pullback, aux = _vjp(fun, primals, has_aux)
+    return (out, pullback, aux) if has_aux else (out, pullback)
+
+
+def _check_grad_input(x, argnum, allow_int):
+    dtype = core.get_aval(x).dtype
+    if dtype.kind not in "fc" and not allow_int:
+        raise TypeError(f"grad requires real- or complex-valued inputs (input dtype that is a "
+                        f"sub-dtype of np.inexact), but got {dtype.name}. If you want to use "
+                        f"Integer-valued inputs, set allow_int to True.")
+
+
+def _check_scalar_output(out, name):
+    aval = core.get_aval(out)
+    if aval.shape != ():
+        raise TypeError(f"Gradient only defined for scalar-output functions. Output had shape: "
+                        f"{aval.shape}.")
+    if aval.dtype.kind != "f":
+        raise TypeError(f"{name} requires real-valued outputs (output dtype that is a sub-dtype "
+                        f"of np.floating), but got {aval.dtype.name}. For holomorphic "
+                        f"differentiation, pass holomorphic=True. For differentiation of "
+                        f"non-holomorphic functions involving complex outputs, use jax.vjp "
+                        f"directly.")
+
+
+def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
+    """``(fun(*args), ∂fun/∂args[argnums])`` for scalar-output ``fun``."""
+    name = "value_and_grad"
+
+    def value_and_grad_f(*args, **kwargs):
+        nums = normalize_argnums(argnums, len(args), f"{name} of {fun_name(fun)}", "argnums")
+        if not nums:
+            raise ValueError("argnums must not be empty")
+        diff_args = tuple(args[i] for i in nums)
+        for i in nums:
+            for leaf in tree_flatten(args[i])[0]:
+                _check_grad_input(leaf, i, allow_int)
+
+        def fun_of_diff(*dargs):
+            full = list(args)
+            for i, a in zip(nums, dargs):
+                full[i] = a
+            return fun(*full, **kwargs)
+
+        out, pullback, aux = _vjp(fun_of_diff, diff_args, has_aux)
+        _check_scalar_output(out, "grad")
+        from remat import lax
+
+        ct = lax.full((), 1.0, core.get_aval(out).dtype)
+        grads = pullback.apply(ct, consume=True)
+        g = grads[0] if isinstance(argnums, int) else grads
+        return ((out, aux), g) if has_aux else (out, g)
+
+    value_and_grad_f.__name__ = f"value_and_grad({fun_name(fun)})"
+    return value_and_grad_f
+
+
+def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
+    """The gradient of scalar-output ``fun`` with respect to ``args[argnums]``."""
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
+
+    def grad_f(*args, **kwargs):
+        if has_aux:
+            (_, aux), g = vg(*args, **kwargs)
+            return g, aux
+        return vg(*args, **kwargs)[1]
+
+    grad_f.__name__ = f"grad({fun_name(fun)})"
+    return grad_f
+
+
+# --- jacobians -------------------------------------------------------------------------------
+
+
+def _std_basis(flat_avals, dtype_of):
+    """One-hot tangents for every scalar entry of the inputs, stacked along a new axis 0."""
+    import numpy as np
+
+    sizes = [a.size for a in flat_avals]
+    total = sum(sizes)
+    basis = np.eye(total, dtype=dtype_of)
+    out, start = [], 0
+    for a, n in zip(flat_avals, sizes):
+        out.append(basis[:, start:start + n].reshape((total,) + a.shape))
+        start += n
+    return out, total
+
+
+def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
+    """The Jacobian of ``fun`` by forward mode (vmapped JVPs)."""
+
+    def jacfun(*args, **kwargs):
+        import numpy as np
+
+        nums = normalize_argnums(argnums, len(args), f"jacfwd of {fun_name(fun)}", "argnums")
+        diff = tuple(args[i] for i in nums)
+        flat, tree = tree_flatten(diff)
+        avals = [core.get_aval(x) for x in flat]
+        for a in avals:
+            if a.dtype.kind not in "fc":
+                raise TypeError(f"jacfwd requires real- or complex-valued inputs (input dtype "
+                                f"that is a sub-dtype of np.inexact), but got {a.dtype.name}.")
+        dtype = np.result_type(*[a.dtype for a in avals])
+
+        def f_of_diff(*d):
+            full = list(args)
+            for i, x in zip(nums, d):
+                full[i] = x
+            return fun(*full, **kwargs)
+
+        basis, total = _std_basis(avals, dtype)
+
+        def push(*tangents):
+            t_tree = tree_unflatten(tree, [t.astype(a.dtype) for t, a in zip(tangents, avals)])
+            return jvp(f_of_diff, diff, t_tree, has_aux=has_aux)
+
+        res = vmap(push, out_axes=-1)(*basis)
+        out_tangents = res[1]
+        jac = tree_map(lambda t: _unflatten_jac_axis(t, avals, tree, total), out_tangents)
+        jac = jac if not isinstance(argnums, int) else tree_map(lambda j: j[0], jac,
+                                                               is_leaf=_is_tuple1)
+        return (jac, res[2]) if has_aux else jac
+
+    return jacfun
+
+
+def _is_tuple1(x):
+    return isinstance(x, tuple) and len(x) == 1
+
+
+def _unflatten_jac_axis(t, avals, tree, total):
+    """Split the trailing basis axis of ``t`` into the input pytree's shapes."""
+    from remat import lax
+
+    out_shape = core.get_aval(t).shape[:-1]
+    parts, start = [], 0
+    for a in avals:
+        n = a.size
+        piece = lax.slice_in_dim(t, start, start + n, axis=len(out_shape))
+        parts.append(lax.reshape(piece, out_shape + a.shape))
+        start += n
+    return tree_unflatten(tree, parts)
+
+
+def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
+    """The Jacobian of ``fun`` by reverse mode (vmapped VJPs)."""
+
+    def jacfun(*args, **kwargs):
+        import numpy as np
+
+        nums = normalize_argnums(argnums, len(args), f"jacrev of {fun_name(fun)}", "argnums")
+        diff = tuple(args[i] for i in nums)
+
+        def f_of_diff(*d):
+            full = list(args)
+            for i, x in zip(nums, d):
+                full[i] = x
+            return fun(*full, **kwargs)
+
+        out, pullback, aux = _vjp(f_of_diff, diff, has_aux)
+        flat_out, out_tree = tree_flatten(out)
+        avals = [core.get_aval(o) for o in flat_out]
+        dtype = np.result_type(*[a.dtype for a in avals])
+        basis, total = _std_basis(avals, dtype)
+        cts = vmap(lambda *b: pullback(tree_unflatten(out_tree, [
+            x.astype(a.dtype) for x, a in zip(b, avals)])))(*basis)
+        # cts: the input tree, each leaf with leading axis `total` over output entries
+        per_input = tree_map(lambda c: _split_leading(c, avals, out_tree), cts)
+        jac = tree_transpose(tree_structure(diff), out_tree, per_input)
+        if isinstance(argnums, int):
+            jac = tree_map(lambda j: j[0], jac, is_leaf=_is_tuple1)
+        return (jac, aux) if has_aux else jac
+
+    return jacfun
+
+
+def _split_leading(c, out_avals, out_tree):
+    from remat import lax
+
+    in_shape = core.get_aval(c).shape[1:]
+    parts, start = [], 0
+    for a in out_avals:
+        n = a.size
+        piece = lax.slice_in_dim(c, start, start + n, axis=0)
+        parts.append(lax.reshape(piece, a.shape + in_shape))
+        start += n
+    return tree_unflatten(out_tree, parts)
+
+
+def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
+    """The Hessian: ``jacfwd(jacrev(fun))``."""
+    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+
+
+# --- vmap ------------------------------------------------------------------------------------
+
+
+def _flatten_axes(what, tree, axes):
+    """Broadcast the prefix tree ``axes`` (ints/None) to the leaves of ``tree``."""
+    proxy = object()
+    leaves_tree = tree_map(lambda _: proxy, tree)
+    try:
+        expanded = _broadcast_prefix(axes, leaves_tree)
+    except ValueError:
+        raise ValueError(f"vmap {what} specification must be a tree prefix of the "
+                         f"corresponding value, got specification {axes!r} for value tree "
+                         f"{tree_structure(tree)}.") from None
+    return tree_flatten(expanded, is_leaf=lambda x: x is None or isinstance(x, int))[0]
+
+
+def _broadcast_prefix(prefix, full):
+    if prefix is None or isinstance(prefix, int):
+        return tree_map(lambda _: prefix, full)
+    prefix_def = tree_structure(prefix, is_leaf=lambda x: x is None)
+    subtrees = prefix_def.flatten_up_to(full)
+    prefix_leaves = tree_flatten(prefix, is_leaf=lambda x: x is None)[0]
+    return prefix_def.unflatten([_broadcast_prefix(p, s) for p, s in
+                                 zip(prefix_leaves, subtrees)])
+
+
+def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None):
+    """Vectorize ``fun`` over the ``in_axes`` of its arguments."""
+    from remat.interpreters import batching
+
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if not (in_axes is None or isinstance(in_axes, (int, tuple, dict))):
+        raise TypeError(f"vmap in_axes must be an int, None, or a tuple of entries "
+                        f"corresponding to the positional arguments passed to the function, "
+                        f"but got {in_axes}.")
+
+    def vmapped(*args, **kwargs):
+        if kwargs:
+            raise TypeError("vmap does not support keyword arguments; pass them positionally "
+                            "or close over them")
+        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+            raise ValueError(f"vmap in_axes must be an int, None, or a tuple of entries "
+                             f"corresponding to the positional arguments passed to the "
+                             f"function, but got len(in_axes)={len(in_axes)}, "
+                             f"len(args)={len(args)}")
+        flat_args, in_tree = tree_flatten(args)
+        flat_axes = _flatten_axes("in_axes", args, in_axes)
+        names = arg_names(fun, args, {})
+        avals = [core.get_aval(x) for x in flat_args]
+        axes = []
+        for a, ax in zip(avals, flat_axes):
+            if ax is None:
+                axes.append(None)
+                continue
+            if not -a.ndim <= ax < max(a.ndim, 1) or a.ndim == 0:
+                need = ax + 1 if ax >= 0 else -ax
+                raise ValueError(f"vmap was requested to map its argument along axis {ax}, "
+                                 f"which implies that its rank should be at least {need}, "
+                                 f"but is only {a.ndim} (its shape is {a.shape})")
+            axes.append(ax % a.ndim)
+        sizes = {a.shape[ax] for a, ax in zip(avals, axes) if ax is not None}
+        if axis_size is not None:
+            sizes.add(axis_size)
+        if not sizes:
+            raise ValueError("vmap must have at least one non-None value in in_axes")
+        if len(sizes) > 1:
+            lines = [f"  * one axis had size {a.shape[ax]}: axis {ax} of argument {nm} of type "
+                     f"{a.str_short()}" for a, ax, nm in zip(avals, axes, names)
+                     if ax is not None]
+            if axis_size is not None:
+                lines.append(f"  * axis_size was {axis_size}")
+            raise ValueError("vmap got inconsistent sizes for array axes to be mapped:\n"
+                             + "\n".join(lines))
+        size = sizes.pop()
+        flat_fun, store = flatten_fun_nokwargs(fun, in_tree)
+        with core.new_trace(batching.BatchTrace, size, axis_name) as trace:
+            ins = [x if ax is None else batching.BatchTracer(trace, x, ax)
+                   for x, ax in zip(flat_args, axes)]
+            outs = flat_fun(*ins)
+            vals_dims = [trace.to_val_dim(o) for o in outs]
+        out_tree = store.tree
+        flat_out_axes = _flatten_axes("out_axes", tree_unflatten(out_tree, [0] * len(outs)),
+                                      out_axes)
+        results = []
+        for (v, d), oax in zip(vals_dims, flat_out_axes):
+            if oax is None:
+                if d is not None:
+                    raise ValueError("vmap has mapped output but out_axes is None")
+                results.append(v)
+                continue
+            if d is None:
+                v = batching.bdim_at_front(v, None, size)
+                d = 0
+            nd = core.get_aval(v).ndim
+            results.append(batching.moveaxis(v, d, oax % nd))
+        return tree_unflatten(out_tree, results)
+
+    vmapped.__name__ = f"vmap({fun_name(fun)})"
+    return vmapped
+
+
+# --- small utilities -------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def disable_jit(disable=True):
+    """Run jitted functions as plain Python (for debugging)."""
+    with config.override("jax_disable_jit", disable):
+        yield
+
+
+def block_until_ready(x):
+    """Arrays are computed eagerly: returns ``x``."""
+    return x
+
+
+def device_get(x):
+    """NumPy copies of the arrays in pytree ``x``."""
+    import numpy as np
+
+    return tree_map(lambda leaf: np.asarray(leaf) if hasattr(leaf, "aval") else leaf, x)
+
+
+def device_put(x, device=None):
+    """Arrays of the values in pytree ``x``."""
+    from remat import numpy as jnp
+
+    return tree_map(jnp.asarray, x)

@@ -11,12 +11,13 @@ from remat.tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_u
 
 
 class OutStore:
-    """Where a flattened function leaves the tree structure of its output."""
+    """Where a flattened function leaves the tree structure of its output (and of its
+    auxiliary output, for ``has_aux`` functions)."""
 
-    __slots__ = ("tree",)
+    __slots__ = ("tree", "aux_tree", "num_out")
 
     def __init__(self):
-        self.tree = None
+        self.tree = self.aux_tree = self.num_out = None
 
 
 def flatten_fun(fun, in_tree):
@@ -28,6 +29,27 @@ def flatten_fun(fun, in_tree):
         out = fun(*args, **kwargs)
         flat_out, store.tree = tree_flatten(out)
         return flat_out
+
+    return flat_fun, store
+
+
+def flatten_fun_nokwargs(fun, in_tree, has_aux=False):
+    """``fun(*args)`` as a function of the flat leaves of ``args``. With ``has_aux`` the
+    function returns ``(out, aux)`` and the flat output is out's leaves then aux's leaves."""
+    store = OutStore()
+
+    def flat_fun(*leaves):
+        out = fun(*tree_unflatten(in_tree, leaves))
+        aux_leaves = []
+        if has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise TypeError("has_aux=True requires the function to return a pair "
+                                f"(output, auxiliary data), got {type(out).__name__}")
+            out, aux = out
+            aux_leaves, store.aux_tree = tree_flatten(aux)
+        flat_out, store.tree = tree_flatten(out)
+        store.num_out = len(flat_out)
+        return flat_out + aux_leaves
 
     return flat_fun, store
 

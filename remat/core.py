@@ -675,3 +675,25 @@ def safe_map(f, *lists):
             raise ValueError(f"length mismatch: {[len(x) for x in lists]}")
     return [f(*xs) for xs in zip(*lists)]
 
+
+
+def memoize_on_jaxpr(fn):
+    """Cache ``fn(closed_jaxpr, *hashable_args)`` for as long as the jaxpr object lives, so
+    derived jaxprs (JVP, transpose, batched, partial-eval splits) are traced once."""
+    import weakref
+
+    caches = weakref.WeakKeyDictionary()
+
+    def cached(closed, *args):
+        per_jaxpr = caches.get(closed)
+        if per_jaxpr is None:
+            per_jaxpr = caches[closed] = {}
+        key = tuple(tuple(a) if isinstance(a, list) else a for a in args)
+        hit = per_jaxpr.get(key)
+        if hit is None:
+            hit = per_jaxpr[key] = fn(closed, *args)
+        return hit
+
+    cached.__name__ = fn.__name__
+    cached.__doc__ = fn.__doc__
+    return cached

@@ -187,3 +187,173 @@ class JVPTrace(Trace):
 
     def make_tracer(self, primal, tangent):
         return JVPTracer(self, primal, tangent)
+
+
+# --- forward mode on flat functions and on jaxprs --------------------------------------------
+
+
+def jvp_flat(flat_fun, primals, tangents):
+    """``(primal_outs, tangent_outs)`` of ``flat_fun``; tangents may be ``Zero``."""
+    with core.new_trace(JVPTrace) as trace:
+        ins = [JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
+        outs = flat_fun(*ins)
+        return core.unzip2(trace.to_primal_tangent(o) for o in outs)
+
+
+@core.memoize_on_jaxpr
+def jvp_jaxpr(closed, nonzeros, instantiate):
+    """A jaxpr computing ``closed`` and its JVP: inputs are the primals and then the tangents
+    of the ``nonzeros`` inputs; outputs are the primals and then the nonzero output tangents.
+    Returns ``(jaxpr, out_nonzeros)``; ``instantiate`` (bool or list) forces output tangents."""
+    from remat.interpreters import partial_eval as pe
+
+    n_out = len(closed.out_avals)
+    if isinstance(instantiate, bool):
+        instantiate = [instantiate] * n_out
+    n_in = len(closed.in_avals)
+    result = {}
+
+    def fun(*args):
+        primals, nz_tangents = args[:n_in], iter(args[n_in:])
+        tangents = [next(nz_tangents) if nz else Zero(core.get_aval(p).to_tangent_aval())
+                    for p, nz in zip(primals, nonzeros)]
+        outs, out_tangents = jvp_flat(lambda *xs: core.eval_jaxpr(closed.jaxpr, closed.consts,
+                                                                  *xs), primals, tangents)
+        out_tangents = [instantiate_zeros(t) if inst else t
+                        for t, inst in zip(out_tangents, instantiate)]
+        result["nonzeros"] = [type(t) is not Zero for t in out_tangents]
+        return list(outs) + [t for t in out_tangents if type(t) is not Zero]
+
+    in_avals = list(closed.in_avals) + [a.to_tangent_aval() for a, nz in
+                                        zip(closed.in_avals, nonzeros) if nz]
+    jaxpr = pe.trace_to_jaxpr(fun, in_avals, closed.jaxpr.debug_info)
+    return jaxpr, result["nonzeros"]
+
+
+# --- linearize: JVP with the tangent computation staged by partial evaluation ----------------
+
+
+def linearize_flat(flat_fun, primals):
+    """Linearize ``flat_fun`` at ``primals``.
+
+    Returns ``(primal_outs, linear, out_nonzero)``: ``linear`` is a ClosedJaxpr from the input
+    tangents to the nonzero output tangents whose consts are exactly the residuals, i.e. what
+    the backward pass needs from the forward pass.
+    """
+    from remat.interpreters import partial_eval as pe
+
+    with core.new_trace(pe.PartialEvalTrace) as trace:
+        tangent_args = [trace.new_arg(core.get_aval(p).to_tangent_aval()) for p in primals]
+        primal_outs, tangent_outs = jvp_flat(flat_fun, primals, tangent_args)
+        out_nonzero = [type(t) is not Zero for t in tangent_outs]
+        linear = trace.to_jaxpr([t for t in tangent_outs if type(t) is not Zero])
+    for p in primal_outs:
+        if pe.is_unknown(trace, p):
+            raise AssertionError("a primal output depends on a tangent")
+    return list(primal_outs), linear, out_nonzero
+
+
+# --- transposition ---------------------------------------------------------------------------
+
+
+def backward_pass(jaxpr, consts, args, cts_out, consume_consts=False):
+    """Transpose ``jaxpr`` with respect to its ``UndefinedPrimal`` arguments.
+
+    Equations not touching linear inputs are evaluated forward first; the linear ones are
+    transposed in reverse. Every value, residuals included, is freed after its last use; with
+    ``consume_consts`` the caller hands over ``consts`` (a list, emptied here) so residuals die
+    as the backward pass consumes them. Returns cotangents of the linear inputs (``Zero`` where
+    nothing flowed).
+    """
+    primal_env = {}
+    linear_vars = set()
+    for v, c in zip(jaxpr.constvars, consts):
+        primal_env[v] = c
+    if consume_consts:
+        consts.clear()
+    for v, a in zip(jaxpr.invars, args):
+        if is_undefined_primal(a):
+            linear_vars.add(v)
+        else:
+            primal_env[v] = a
+    forward, linear = [], []
+    for eqn in jaxpr.eqns:
+        if any(type(v) is not core.Literal and v in linear_vars for v in eqn.invars):
+            linear_vars.update(eqn.outvars)
+            linear.append(eqn)
+        else:
+            forward.append(eqn)
+    schedule = forward + linear[::-1]
+    last_use = {}
+    for i, eqn in enumerate(schedule):
+        for v in eqn.invars:
+            if type(v) is not core.Literal and v not in linear_vars:
+                last_use[v] = i
+    frees = [[] for _ in schedule]
+    for v, i in last_use.items():
+        frees[i].append(v)
+
+    def read(v):
+        return v.val if type(v) is core.Literal else primal_env[v]
+
+    ct_env = {}
+    for v, ct in zip(jaxpr.outvars, cts_out):
+        if type(v) is not core.Literal and v in linear_vars and type(ct) is not Zero:
+            ct_env[v] = add_tangents(ct_env.get(v, Zero(v.aval)), ct)
+    for i, eqn in enumerate(schedule):
+        if i < len(forward):
+            outs = eqn.primitive.bind(*[read(v) for v in eqn.invars], **eqn.params)
+            for v, o in zip(eqn.outvars, outs if eqn.primitive.multiple_results else [outs]):
+                primal_env[v] = o
+        else:
+            _transpose_eqn(eqn, linear_vars, read, ct_env)
+        for v in frees[i]:
+            primal_env.pop(v, None)
+    return [ct_env.pop(v, Zero(v.aval.to_tangent_aval())) if is_undefined_primal(a) else None
+            for v, a in zip(jaxpr.invars, args)]
+
+
+def _transpose_eqn(eqn, linear_vars, read, ct_env):
+    cts = [ct_env.pop(v, None) for v in eqn.outvars]
+    if eqn.primitive.multiple_results:
+        if all(c is None for c in cts):
+            return
+        cts = [Zero(v.aval.to_tangent_aval()) if c is None else c
+               for v, c in zip(eqn.outvars, cts)]
+    else:
+        if cts[0] is None or type(cts[0]) is Zero:
+            return
+        cts = cts[0]
+    rule = primitive_transposes.get(eqn.primitive)
+    if rule is None:
+        raise NotImplementedError(f"Transpose rule (for reverse-mode differentiation) for "
+                                  f"'{eqn.primitive.name}' not implemented")
+    args = [UndefinedPrimal(v.aval) if type(v) is not core.Literal and v in linear_vars
+            else read(v) for v in eqn.invars]
+    cts_in = rule(cts, *args, **eqn.params)
+    for v, a, ct in zip(eqn.invars, args, cts_in):
+        if is_undefined_primal(a) and ct is not None and type(ct) is not Zero:
+            ct_env[v] = add_tangents(ct_env.get(v, Zero(v.aval)), ct)
+
+
+@core.memoize_on_jaxpr
+def transpose_jaxpr(closed, linear, nonzero_cts):
+    """The transpose of ``closed`` with respect to its ``linear`` inputs: a jaxpr taking the
+    non-linear inputs, then cotangents of the ``nonzero_cts`` outputs, and returning the
+    cotangents of the linear inputs (zeros instantiated)."""
+    from remat.interpreters import partial_eval as pe
+
+    in_avals = closed.in_avals
+    res_avals = [a for a, lin in zip(in_avals, linear) if not lin]
+    ct_avals = [a.to_tangent_aval() for a, nz in zip(closed.out_avals, nonzero_cts) if nz]
+
+    def fun(*args):
+        res, cts = iter(args[:len(res_avals)]), iter(args[len(res_avals):])
+        primal_args = [UndefinedPrimal(a) if lin else next(res)
+                       for a, lin in zip(in_avals, linear)]
+        cts_out = [next(cts) if nz else Zero(a.to_tangent_aval())
+                   for a, nz in zip(closed.out_avals, nonzero_cts)]
+        cts_in = backward_pass(closed.jaxpr, closed.consts, primal_args, cts_out)
+        return [instantiate_zeros(c) for c, lin in zip(cts_in, linear) if lin]
+
+    return pe.trace_to_jaxpr(fun, res_avals + ct_avals, closed.jaxpr.debug_info)

@@ -137,3 +137,45 @@ def _unbatched_shape(vals, dims, shapes, rank):
         if len(s) - (d is not not_mapped) == rank:
             return s if d is not_mapped else s[:d] + s[d + 1:]
     raise AssertionError
+
+
+def batch_flat(flat_fun, size, vals, dims, axis_name=None):
+    """Run ``flat_fun`` batched: returns ``(out_vals, out_dims)``."""
+    with core.new_trace(BatchTrace, size, axis_name) as trace:
+        ins = [v if d is not_mapped else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
+        outs = flat_fun(*ins)
+        return core.unzip2(trace.to_val_dim(o) for o in outs)
+
+
+@core.memoize_on_jaxpr
+def batch_jaxpr(closed, size, batched, instantiate):
+    """``closed`` batched along axis 0 of the ``batched`` inputs. Returns
+    ``(jaxpr, out_batched)``; batched outputs have their batch axis first; ``instantiate``
+    (bool or tuple) forces outputs to be batched."""
+    from remat.interpreters import partial_eval as pe
+
+    n_out = len(closed.out_avals)
+    if isinstance(instantiate, bool):
+        instantiate = (instantiate,) * n_out
+    result = {}
+
+    def fun(*args):
+        dims = [0 if b else not_mapped for b in batched]
+        outs, out_dims = batch_flat(
+            lambda *xs: core.eval_jaxpr(closed.jaxpr, closed.consts, *xs), size, args, dims)
+        final = []
+        out_batched = []
+        for o, d, inst in zip(outs, out_dims, instantiate):
+            if d is not_mapped and not inst:
+                final.append(o)
+                out_batched.append(False)
+            else:
+                final.append(bdim_at_front(o, d, size))
+                out_batched.append(True)
+        result["out_batched"] = out_batched
+        return final
+
+    in_avals = [a.update(shape=(size,) + a.shape) if b else a
+                for a, b in zip(closed.in_avals, batched)]
+    jaxpr = pe.trace_to_jaxpr(fun, in_avals, closed.jaxpr.debug_info)
+    return jaxpr, result["out_batched"]

@@ -1,0 +1,194 @@
+"""``jit``: the call primitive ``jit_p`` (a staged sub-jaxpr) with its rules, and the user
+wrapper that traces once per (function, static arguments, input avals and tree)."""
+
+import functools
+
+from remat import core, exec
+from remat.api_util import (
+    abstractify,
+    arg_names,
+    flatten_fun,
+    fun_name,
+    normalize_argnums,
+    split_static,
+    static_argnums_from_names,
+    static_key,
+)
+from remat.config import config
+from remat.core import ClosedJaxpr, Primitive, Tracer
+from remat.interpreters import ad, batching
+from remat.interpreters import partial_eval as pe
+from remat.tree_util import tree_flatten, tree_unflatten
+
+jit_p = Primitive("jit")
+jit_p.multiple_results = True
+
+
+def _jit_impl(*args, name, jaxpr):
+    return exec.plan_for(jaxpr.jaxpr).run(args)
+
+
+def _jit_abstract_eval(*avals, jaxpr, name):
+    return jaxpr.out_avals
+
+
+jit_p.def_impl(_jit_impl)
+jit_p.def_abstract_eval(_jit_abstract_eval)
+
+
+def closed_call(jaxpr):
+    """A const-free ClosedJaxpr for a ``jit_p`` param (consts become leading inputs)."""
+    if not jaxpr.consts:
+        return jaxpr, []
+    return ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr.jaxpr), []), list(jaxpr.consts)
+
+
+def _jit_jvp(primals, tangents, jaxpr, name):
+    nonzeros = tuple(type(t) is not ad.Zero for t in tangents)
+    jvp_closed, out_nonzeros = ad.jvp_jaxpr(jaxpr, nonzeros, False)
+    jvp_closed, consts = closed_call(jvp_closed)
+    outs = jit_p.bind(*consts, *primals, *[t for t in tangents if type(t) is not ad.Zero],
+                      name=name, jaxpr=jvp_closed)
+    n = len(jaxpr.out_avals)
+    primal_out, nz_tangents = outs[:n], iter(outs[n:])
+    tangent_out = [next(nz_tangents) if nz else ad.Zero(a.to_tangent_aval())
+                   for nz, a in zip(out_nonzeros, jaxpr.out_avals)]
+    return primal_out, tangent_out
+
+
+def _jit_partial_eval(trace, args, params):
+    jaxpr, name = params["jaxpr"], params["name"]
+    unknowns = tuple(pe.is_unknown(trace, x) for x in args)
+    known, unknown, out_unknowns, num_res = pe.partial_eval_jaxpr_nounits(jaxpr, unknowns,
+                                                                          False)
+    known, known_consts = closed_call(known)
+    with core.set_current_trace(trace.parent):
+        known_outs = jit_p.bind(*known_consts, *[x for x, u in zip(args, unknowns) if not u],
+                                name=name, jaxpr=known)
+    n_known = len(known_outs) - num_res
+    residuals = known_outs[n_known:]
+    unknown_outs = trace.stage_with_residuals(
+        jit_p, [*residuals, *[x for x, u in zip(args, unknowns) if u]],
+        dict(name=name, jaxpr=unknown))
+    known_iter, unknown_iter = iter(known_outs[:n_known]), iter(unknown_outs)
+    return [next(unknown_iter) if u else next(known_iter) for u in out_unknowns]
+
+
+def _jit_transpose(cts, *args, jaxpr, name):
+    linear = tuple(ad.is_undefined_primal(x) for x in args)
+    nonzero_cts = tuple(type(c) is not ad.Zero for c in cts)
+    t_closed = ad.transpose_jaxpr(jaxpr, linear, nonzero_cts)
+    t_closed, consts = closed_call(t_closed)
+    res = [x for x, lin in zip(args, linear) if not lin]
+    outs = iter(jit_p.bind(*consts, *res, *[c for c in cts if type(c) is not ad.Zero],
+                           name=f"transpose({name})", jaxpr=t_closed))
+    return [next(outs) if lin else None for lin in linear]
+
+
+def _jit_batch(vals, dims, jaxpr, name):
+    size = batching.axis_size_of(vals, dims)
+    vals = [v if d is batching.not_mapped else batching.moveaxis(v, d, 0)
+            for v, d in zip(vals, dims)]
+    batched = tuple(d is not batching.not_mapped for d in dims)
+    b_closed, out_batched = batching.batch_jaxpr(jaxpr, size, batched, False)
+    b_closed, consts = closed_call(b_closed)
+    outs = jit_p.bind(*consts, *vals, name=name, jaxpr=b_closed)
+    return outs, [0 if b else batching.not_mapped for b in out_batched]
+
+
+def _jit_dce(used_outputs, eqn):
+    closed = eqn.params["jaxpr"]
+    new_jaxpr, used_inputs = pe.dce_jaxpr(closed.jaxpr, used_outputs, prune_inputs=True)
+    if not new_jaxpr.eqns and not any(used_outputs):
+        return used_inputs, None
+    new_params = dict(eqn.params, jaxpr=ClosedJaxpr(new_jaxpr, closed.consts))
+    new_eqn = eqn.replace(
+        invars=[v for v, u in zip(eqn.invars, used_inputs) if u],
+        outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
+        params=new_params)
+    return used_inputs, new_eqn
+
+
+ad.primitive_jvps[jit_p] = _jit_jvp
+ad.primitive_transposes[jit_p] = _jit_transpose
+pe.partial_eval_rules[jit_p] = _jit_partial_eval
+batching.primitive_batchers[jit_p] = _jit_batch
+pe.dce_rules[jit_p] = _jit_dce
+
+
+# --- the user wrapper ------------------------------------------------------------------------
+
+
+class JittedFunction:
+    """``jit(fun)``: traces ``fun`` once per signature and runs the staged jaxpr through the
+    executor; nests inside every transformation through ``jit_p``'s rules."""
+
+    def __init__(self, fun, static_argnums, static_argnames, donate_argnums):
+        self.fun = fun
+        self.static_argnums = static_argnums
+        self.static_argnames = tuple(static_argnames)
+        self.donate_argnums = donate_argnums
+        self.cache = {}
+        self.trace_count = 0
+        functools.update_wrapper(self, fun)
+
+    def _static(self, args, kwargs):
+        label = f"jit of {fun_name(self.fun)}"
+        nums = set(normalize_argnums(self.static_argnums, len(args), label))
+        nums |= {i for i in static_argnums_from_names(self.fun, self.static_argnames)
+                 if i < len(args)}
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        static_kwargs = {k: v for k, v in kwargs.items() if k in self.static_argnames}
+        return tuple(sorted(nums)), dyn_kwargs, static_kwargs
+
+    def trace(self, *args, **kwargs):
+        """``(ClosedJaxpr, consts, out_tree, flat dynamic args)`` for these arguments."""
+        static, dyn_kwargs, static_kwargs = self._static(args, kwargs)
+        dyn_args, dyn_fun = split_static(self.fun, args, static)
+        if static_kwargs:
+            dyn_fun = functools.partial(dyn_fun, **static_kwargs)
+        flat_args, in_tree = tree_flatten((dyn_args, dyn_kwargs))
+        names = arg_names(self.fun, args, dyn_kwargs, static)
+        avals = tuple(abstractify(x, n) for x, n in zip(flat_args, names))
+        key = (tuple(static_key(args[i]) for i in static),
+               tuple(sorted((k, static_key(v)) for k, v in static_kwargs.items())),
+               in_tree, avals)
+        entry = self.cache.get(key)
+        if entry is None:
+            flat_fun, store = flatten_fun(dyn_fun, in_tree)
+            debug = core.DebugInfo(fun_name(self.fun), names, "jit")
+            self.trace_count += 1
+            closed = pe.trace_to_jaxpr(flat_fun, avals, debug)
+            call_jaxpr, consts = closed_call(closed)
+            entry = (call_jaxpr, consts, store.tree)
+            if not any(isinstance(c, Tracer) for c in consts):
+                self.cache[key] = entry  # closures over tracers are traced afresh
+        return entry + (flat_args,)
+
+    def __call__(self, *args, **kwargs):
+        if config.disable_jit:
+            return self.fun(*args, **kwargs)
+        call_jaxpr, consts, out_tree, flat_args = self.trace(*args, **kwargs)
+        outs = jit_p.bind(*consts, *flat_args, name=fun_name(self.fun), jaxpr=call_jaxpr)
+        return tree_unflatten(out_tree, outs)
+
+    def lower(self, *args, **kwargs):
+        return self.trace(*args, **kwargs)[0]
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+
+def jit(fun=None, *, static_argnums=None, static_argnames=(), donate_argnums=(),
+        keep_unused=False, inline=False):
+    """Stage ``fun`` once per input signature and run it through the executor."""
+    if fun is None:
+        return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
+                             donate_argnums=donate_argnums)
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun!r}")
+    if isinstance(static_argnames, str):
+        static_argnames = (static_argnames,)
+    return JittedFunction(fun, static_argnums, static_argnames, donate_argnums)

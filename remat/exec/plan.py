@@ -1,0 +1,115 @@
+"""Prepared execution plans: a jaxpr compiled once into a list of steps over numbered slots,
+run on NumPy buffers with each buffer freed (and released from memory accounting) right
+after its last use."""
+
+import weakref
+
+import numpy as np
+
+from remat import memory
+from remat.core import Literal
+from remat.exec.passes import optimize_jaxpr
+
+
+class Step:
+    __slots__ = ("primitive", "ins", "outs", "params", "frees", "out_dtypes", "multiple")
+
+    def __init__(self, primitive, ins, outs, params, frees, out_dtypes):
+        self.primitive = primitive
+        self.ins = ins  # slot numbers, or ("lit", value)
+        self.outs = outs
+        self.params = params
+        self.frees = frees
+        self.out_dtypes = out_dtypes
+        self.multiple = primitive.multiple_results
+
+
+class Plan:
+    """A jaxpr (consts already turned into inputs) prepared for repeated execution."""
+
+    def __init__(self, jaxpr):
+        jaxpr = optimize_jaxpr(jaxpr)
+        self.jaxpr = jaxpr
+        slot = {}
+
+        def slot_of(v):
+            if v not in slot:
+                slot[v] = len(slot)
+            return slot[v]
+
+        self.in_slots = [slot_of(v) for v in jaxpr.invars]
+        last_use = {}
+        for i, eqn in enumerate(jaxpr.eqns):
+            for v in eqn.invars:
+                if type(v) is not Literal:
+                    last_use[v] = i
+            for v in eqn.outvars:
+                last_use.setdefault(v, i)
+        for v in jaxpr.outvars:
+            last_use.pop(v, None)
+        for v in jaxpr.invars:
+            last_use.pop(v, None)  # inputs belong to the caller
+        frees = [[] for _ in jaxpr.eqns]
+        for v, i in last_use.items():
+            frees[i].append(v)
+        self.steps = []
+        for eqn, fr in zip(jaxpr.eqns, frees):
+            ins = [("lit", np.asarray(v.val, v.aval.dtype)) if type(v) is Literal
+                   else slot_of(v) for v in eqn.invars]
+            outs = [slot_of(v) for v in eqn.outvars]
+            self.steps.append(Step(eqn.primitive, ins, outs, eqn.params,
+                                   [slot_of(v) for v in fr], [v.aval.dtype for v in eqn.outvars]))
+        self.out_atoms = [("lit", np.asarray(v.val, v.aval.dtype)) if type(v) is Literal
+                          else slot_of(v) for v in jaxpr.outvars]
+        self.num_slots = len(slot)
+
+    def run(self, args):
+        """Execute on NumPy buffers; returns the output buffers (tracked by the caller's
+        wrappers only after return: intermediates are tracked here while alive)."""
+        env = [None] * self.num_slots
+        for s, a in zip(self.in_slots, args):
+            env[s] = a
+        owned = set()
+        for step in self.steps:
+            ins = [env[i] if type(i) is int else i[1] for i in step.ins]
+            out = step.primitive.impl(*ins, **step.params)
+            outs = out if step.multiple else (out,)
+            for s, o, dt in zip(step.outs, outs, step.out_dtypes):
+                if type(o) is not np.ndarray:
+                    o = np.asarray(getattr(o, "_buf", o))
+                if o.dtype != dt:
+                    o = o.astype(dt)
+                memory.track(o)
+                owned.add(s)
+                env[s] = o
+            for s in step.frees:
+                if s in owned:
+                    memory.untrack(env[s])
+                    owned.discard(s)
+                env[s] = None
+        results = [env[a] if type(a) is int else a[1] for a in self.out_atoms]
+        for s in owned:
+            memory.untrack(env[s])
+        return results
+
+
+_plans = weakref.WeakKeyDictionary()
+
+
+def plan_for(jaxpr):
+    """The (cached) plan of a jaxpr without constvars."""
+    plan = _plans.get(jaxpr)
+    if plan is None:
+        plan = _plans[jaxpr] = Plan(jaxpr)
+    return plan
+
+
+def evaluate(closed, *bufs):
+    """Run a ClosedJaxpr on NumPy buffers (consts are prepended as inputs)."""
+    from remat.interpreters.partial_eval import convert_constvars_jaxpr
+
+    if closed.consts:
+        jaxpr = convert_constvars_jaxpr(closed.jaxpr)
+        consts = [getattr(c, "_buf", c) for c in closed.consts]
+        return Plan(jaxpr).run(consts + list(bufs))
+    return plan_for(closed.jaxpr).run(bufs)
