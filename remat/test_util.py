@@ -1,0 +1,147 @@
+"""Gradient checking against finite differences (``check_grads``), for tests of every rule.
+
+Finite differences are taken in float64 (x64 is switched on while they run, and inexact inputs
+are upcast), so their error is far below the tolerance; the AD side runs at the inputs' own
+dtype, and the tolerance is that dtype's (as JAX's ``default_gradient_tolerance``).
+"""
+
+import functools
+
+import numpy as np
+
+from remat import api, core
+from remat.config import config
+from remat.tree_util import tree_flatten, tree_map
+
+EPS = 1e-4
+default_gradient_tolerance = {
+    np.dtype(np.float16): 1e-2,
+    np.dtype(np.float32): 2e-3,
+    np.dtype(np.float64): 1e-5,
+    np.dtype(np.complex64): 1e-3,
+    np.dtype(np.complex128): 1e-5,
+}
+
+
+def _tolerance(tol, tree):
+    if tol is not None:
+        return tol
+    dtypes = [np.asarray(x).dtype for x in tree_flatten(tree)[0]]
+    return max((default_gradient_tolerance.get(d, 0.0) for d in dtypes), default=1e-5)
+
+
+def _to_numpy(tree):
+    return tree_map(lambda x: np.asarray(x), tree)
+
+
+def _upcast(x):
+    x = np.asarray(x)
+    return x.astype(np.float64) if x.dtype.kind == "f" else x
+
+
+def _is_inexact(x):
+    return np.asarray(x).dtype.kind in "fc"
+
+
+def rand_like(rng, x):
+    x = np.asarray(x)
+    if x.dtype.kind not in "fc":
+        return np.zeros(x.shape, dtype=np.dtype([("float0", np.void, 0)]))
+    return rng.standard_normal(x.shape).astype(x.dtype)
+
+
+def _vdot(a, b):
+    fa, fb = tree_flatten(_to_numpy(a))[0], tree_flatten(_to_numpy(b))[0]
+    return sum(float(np.vdot(x.astype(np.float64).ravel(), y.astype(np.float64).ravel()))
+               for x, y in zip(fa, fb) if x.dtype.kind in "fc" and y.dtype.kind in "fc")
+
+
+def numerical_jvp(f, primals, tangents, eps=EPS):
+    """Central difference of ``f`` at ``primals`` along ``tangents``, in float64."""
+    with config.override("jax_enable_x64", True):
+        p64 = tree_map(_upcast, primals)
+        t64 = tree_map(lambda p, t: _upcast(t) if _is_inexact(p) else None, primals, tangents)
+
+        def shifted(sign):
+            args = tree_map(lambda p, t: p + sign * eps * t if t is not None else p, p64, t64,
+                            is_leaf=lambda x: x is None)
+            return _to_numpy(f(*args))
+
+        plus, minus = shifted(1.0), shifted(-1.0)
+        return tree_map(lambda a, b: (a.astype(np.float64) - b.astype(np.float64)) / (2 * eps)
+                        if a.dtype.kind in "fc" else np.zeros_like(a, np.float64), plus, minus)
+
+
+def check_close(actual, expected, atol, rtol, err_msg=""):
+    fa, ta = tree_flatten(_to_numpy(actual))
+    fe, te = tree_flatten(_to_numpy(expected))
+    if ta != te:
+        raise AssertionError(f"tree structures differ: {ta} vs {te}. {err_msg}")
+    for a, e in zip(fa, fe):
+        if a.dtype.kind not in "fc" and a.dtype.kind != "V":
+            continue
+        if a.dtype.kind == "V":
+            continue
+        np.testing.assert_allclose(a.astype(np.float64), np.asarray(e, np.float64),
+                                   atol=atol, rtol=rtol, err_msg=err_msg)
+
+
+def check_jvp(f, args, atol=None, rtol=None, eps=EPS, err_msg=""):
+    """JVP from AD against central differences along a random direction."""
+    rng = np.random.RandomState(0)
+    tangent = tree_map(functools.partial(rand_like, rng), args)
+    _, t_out = api.jvp(f, args, tangent)
+    expected = numerical_jvp(f, args, tangent, eps)
+    tol_tree = f(*args)
+    check_close(t_out, expected, _tolerance(atol, tol_tree), _tolerance(rtol, tol_tree),
+                err_msg or "JVP does not match finite differences")
+
+
+def check_vjp(f, args, atol=None, rtol=None, eps=EPS, err_msg=""):
+    """<ct, J t> from the VJP against the same inner product by finite differences."""
+    rng = np.random.RandomState(1)
+    out, pullback = api.vjp(f, *args)
+    tangent = tree_map(functools.partial(rand_like, rng), args)
+    ct = tree_map(functools.partial(rand_like, rng), out)
+    ct_in = pullback(ct)
+    ip = _vdot(tangent, ct_in)
+    ip_expected = _vdot(numerical_jvp(f, args, tangent, eps), ct)
+    tol = _tolerance(atol, out)
+    scale = max(1.0, abs(ip_expected))
+    if abs(ip - ip_expected) > tol * scale + _tolerance(rtol, out) * abs(ip_expected):
+        raise AssertionError(f"{err_msg or 'VJP does not match finite differences'}: "
+                             f"<t, vjp(ct)> = {ip} but <J t, ct> ≈ {ip_expected}")
+
+
+def check_grads(f, args, order=2, modes=("fwd", "rev"), atol=None, rtol=None, eps=None):
+    """Check derivatives of ``f`` at ``args`` up to ``order`` in the given ``modes``."""
+    eps = eps or EPS
+    args = tuple(args)
+
+    def check(fun, fun_args, order):
+        if "fwd" in modes:
+            check_jvp(fun, fun_args, atol, rtol, eps, f"JVP of order {order}")
+            if order > 1:
+                rng = np.random.RandomState(2)
+                tangent = tree_map(functools.partial(rand_like, rng), fun_args)
+                check(lambda *a: api.jvp(fun, a, _cast_like(tangent, a))[1], fun_args,
+                      order - 1)
+        if "rev" in modes:
+            check_vjp(fun, fun_args, atol, rtol, eps, f"VJP of order {order}")
+            if order > 1:
+                rng = np.random.RandomState(3)
+                ct = tree_map(functools.partial(rand_like, rng), _to_numpy(fun(*fun_args)))
+                check(lambda *a: _pull(fun, a, ct), fun_args, order - 1)
+
+    check(f, args, order)
+
+
+def _cast_like(tangent, primals):
+    """Tangents in the primals' dtypes (the numerical side runs the function in float64)."""
+    return tree_map(lambda t, p: t.astype(core.get_aval(p).dtype) if t.dtype.kind in "fc"
+                    else t, tangent, primals)
+
+
+def _pull(fun, args, ct):
+    out, pullback = api.vjp(fun, *args)
+    return pullback(_cast_like(ct, out))
