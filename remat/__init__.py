@@ -22,6 +22,7 @@ from remat.api import (
 from remat.api_util import ShapeDtypeStruct
 from remat.array import Array
 from remat.call import jit
+from remat.custom_derivatives import custom_jvp, custom_vjp
 from remat.config import config
 from remat.core import ensure_compile_time_eval
 

@@ -1,0 +1,339 @@
+"""``custom_jvp`` and ``custom_vjp``: user-defined derivative rules.
+
+A call of a decorated function binds a call primitive carrying the function's traced jaxpr
+(traced once per signature; closed-over values become leading operands) and the user's rule
+as a flat Python callable. Eager evaluation runs the jaxpr; the JVP trace runs the rule; vmap
+batches both; staging keeps the call in the jaxpr so later transformations still use the rule.
+For ``custom_vjp`` the JVP emits ``custom_lin``, a linear primitive whose transpose is the
+user's ``bwd``.
+"""
+
+import functools
+
+from remat import core, exec
+from remat.api_util import fun_name, static_key
+from remat.core import ClosedJaxpr, Primitive
+from remat.interpreters import ad, batching
+from remat.interpreters import partial_eval as pe
+from remat.tree_util import tree_flatten, tree_map, tree_structure, tree_unflatten
+
+
+def _split_nondiff(args, nondiff_argnums):
+    nondiff = tuple(args[i] for i in nondiff_argnums)
+    diff = tuple(a for i, a in enumerate(args) if i not in nondiff_argnums)
+    return nondiff, diff
+
+
+def _merge_nondiff(nondiff, diff, nondiff_argnums):
+    it_n, it_d = iter(nondiff), iter(diff)
+    n = len(nondiff) + len(diff)
+    return [next(it_n) if i in nondiff_argnums else next(it_d) for i in range(n)]
+
+
+class _TracedCall:
+    """The jaxpr of ``fun`` at one signature, with closed-over consts as leading operands."""
+
+    def __init__(self, fun, flat_args, in_tree, name):
+        store = {}
+
+        def flat_fun(*leaves):
+            out = fun(*tree_unflatten(in_tree, leaves))
+            flat, store["tree"] = tree_flatten(out)
+            return flat
+
+        avals = [core.get_aval(x) for x in flat_args]
+        closed = pe.trace_to_jaxpr(flat_fun, avals, core.DebugInfo(name, [], "custom"))
+        self.consts = list(closed.consts)
+        self.jaxpr = ClosedJaxpr(pe.convert_constvars_jaxpr(closed.jaxpr), [])
+        self.out_tree = store["tree"]
+        self.cacheable = not any(isinstance(c, core.Tracer) for c in self.consts)
+
+
+def _trace_call(cache, fun, key_extra, flat_args, in_tree, name):
+    key = (key_extra, in_tree, tuple(core.get_aval(x) for x in flat_args))
+    traced = cache.get(key)
+    if traced is None:
+        traced = _TracedCall(fun, flat_args, in_tree, name)
+        if traced.cacheable:
+            cache[key] = traced
+    return traced
+
+
+def _call_impl(*args, call_jaxpr, num_consts, **_):
+    return exec.plan_for(call_jaxpr.jaxpr).run(args)
+
+
+def _call_abstract_eval(*avals, call_jaxpr, **_):
+    return call_jaxpr.out_avals
+
+
+def _call_dce(used_outputs, eqn):
+    return [True] * len(eqn.invars), eqn
+
+
+# --- custom_jvp ------------------------------------------------------------------------------
+
+custom_jvp_call_p = Primitive("custom_jvp_call")
+custom_jvp_call_p.multiple_results = True
+custom_jvp_call_p.def_impl(_call_impl)
+custom_jvp_call_p.def_abstract_eval(_call_abstract_eval)
+pe.dce_rules[custom_jvp_call_p] = _call_dce
+
+
+def _custom_jvp_call_jvp(primals, tangents, call_jaxpr, jvp_jaxpr_fun, num_consts):
+    primals, tangents = primals[num_consts:], tangents[num_consts:]
+    tangents = [ad.instantiate_zeros(t) for t in tangents]
+    outs, out_tangents = jvp_jaxpr_fun(list(primals), list(tangents))
+    return outs, out_tangents
+
+
+def _custom_jvp_call_batch(vals, dims, call_jaxpr, jvp_jaxpr_fun, num_consts):
+    size = batching.axis_size_of(vals, dims)
+    vals = [v if d is None else batching.moveaxis(v, d, 0) for v, d in zip(vals, dims)]
+    batched = tuple(d is not None for d in dims)
+    b_call, _ = batching.batch_jaxpr(call_jaxpr, size, batched, True)
+    primal_dims = [0 if b else None for b in batched[num_consts:]]
+    n_out = len(call_jaxpr.out_avals)
+
+    def batched_jvp(primals, tangents):
+        def flat(*pt):
+            outs, t_outs = jvp_jaxpr_fun(list(pt[:len(primals)]), list(pt[len(primals):]))
+            return list(outs) + list(t_outs)
+
+        outs, out_dims = batching.batch_flat(flat, size, list(primals) + list(tangents),
+                                             primal_dims + primal_dims)
+        outs = [batching.bdim_at_front(o, d, size) for o, d in zip(outs, out_dims)]
+        return outs[:n_out], outs[n_out:]
+
+    batched_jvp.__name__ = f"vmap({getattr(jvp_jaxpr_fun, '__name__', 'jvp')})"
+    outs = custom_jvp_call_p.bind(*vals, call_jaxpr=b_call, jvp_jaxpr_fun=batched_jvp,
+                                  num_consts=num_consts)
+    return outs, [0] * n_out
+
+
+ad.primitive_jvps[custom_jvp_call_p] = _custom_jvp_call_jvp
+batching.primitive_batchers[custom_jvp_call_p] = _custom_jvp_call_batch
+
+
+class custom_jvp:
+    """Decorate ``fun`` with a custom JVP rule (``defjvp`` / ``defjvps``)."""
+
+    def __init__(self, fun, nondiff_argnums=()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.jvp = None
+        self._cache = {}
+
+    def defjvp(self, jvp, symbolic_zeros=False):
+        """``jvp(primals, tangents) -> (primal_out, tangent_out)`` (nondiff args first)."""
+        self.jvp = jvp
+        return jvp
+
+    def defjvps(self, *jvps):
+        """One rule per argument: ``jvp_i(g_i, ans, *args) -> tangent contribution``."""
+
+        def jvp(primals, tangents):
+            ans = self(*primals)
+            out = None
+            for rule, t in zip(jvps, tangents):
+                if rule is None:
+                    continue
+                contribution = rule(t, ans, *primals)
+                out = contribution if out is None else tree_map(
+                    lambda a, b: a + b, out, contribution)
+            if out is None:
+                out = tree_map(lambda a: a * 0, ans)
+            return ans, out
+
+        self.defjvp(jvp)
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            raise TypeError(f"custom_jvp function {fun_name(self.fun)} does not accept keyword "
+                            f"arguments; pass them positionally")
+        if self.jvp is None:
+            raise AttributeError(f"No JVP defined for custom_jvp function "
+                                 f"{fun_name(self.fun)} using defjvp.")
+        nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
+        flat_args, in_tree = tree_flatten(diff)
+        fun = lambda *d: self.fun(*_merge_nondiff(nondiff, d, self.nondiff_argnums))
+        key = tuple(static_key(n) for n in nondiff)
+        traced = _trace_call(self._cache, fun, key, flat_args, in_tree, fun_name(self.fun))
+        out_tree = traced.out_tree
+
+        def jvp_flat(primals, tangents):
+            p = tree_unflatten(in_tree, primals)
+            t = tree_unflatten(in_tree, tangents)
+            out, t_out = self.jvp(*nondiff, p, t) if nondiff else self.jvp(p, t)
+            flat_out, tree = tree_flatten(out)
+            flat_t, t_tree = tree_flatten(t_out)
+            if tree != out_tree or t_tree != out_tree:
+                raise TypeError(f"Custom JVP rule for {fun_name(self.fun)} must produce primal "
+                                f"and tangent outputs with the structure of the function's "
+                                f"output {out_tree}; got {tree} and {t_tree}.")
+            for o, ot in zip(flat_out, flat_t):
+                if core.get_aval(o).shape != core.get_aval(ot).shape:
+                    raise ValueError(f"Custom JVP rule for {fun_name(self.fun)} returned a "
+                                     f"tangent of shape {core.get_aval(ot).shape} for a primal "
+                                     f"output of shape {core.get_aval(o).shape}.")
+            return flat_out, flat_t
+
+        jvp_flat.__name__ = getattr(self.jvp, "__name__", "jvp")
+        outs = custom_jvp_call_p.bind(*traced.consts, *flat_args, call_jaxpr=traced.jaxpr,
+                                      jvp_jaxpr_fun=jvp_flat, num_consts=len(traced.consts))
+        return tree_unflatten(out_tree, outs)
+
+
+# --- custom_vjp ------------------------------------------------------------------------------
+
+custom_vjp_call_p = Primitive("custom_vjp_call")
+custom_vjp_call_p.multiple_results = True
+custom_vjp_call_p.def_impl(_call_impl)
+custom_vjp_call_p.def_abstract_eval(_call_abstract_eval)
+pe.dce_rules[custom_vjp_call_p] = _call_dce
+
+custom_lin_p = Primitive("custom_lin")
+custom_lin_p.multiple_results = True
+
+
+def _custom_lin_impl(*args, num_res, bwd, out_avals):
+    raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+
+
+custom_lin_p.def_impl(_custom_lin_impl)
+custom_lin_p.def_abstract_eval(lambda *avals, num_res, bwd, out_avals: list(out_avals))
+
+
+def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals):
+    res = args[:num_res]
+    cts = [ad.instantiate_zeros(c) for c in cts]
+    cts_in = bwd(list(res), cts)
+    return [None] * num_res + list(cts_in)
+
+
+ad.primitive_transposes[custom_lin_p] = _custom_lin_transpose
+
+
+def _custom_vjp_call_jvp(primals, tangents, call_jaxpr, fwd, bwd, num_consts):
+    primals, tangents = primals[num_consts:], tangents[num_consts:]
+    outs, res = fwd(list(primals))
+    tangents = [ad.instantiate_zeros(t) for t in tangents]
+    out_avals = tuple(core.get_aval(o).to_tangent_aval() for o in outs)
+    t_out = custom_lin_p.bind(*res, *tangents, num_res=len(res), bwd=bwd, out_avals=out_avals)
+    return outs, t_out
+
+
+def _custom_vjp_call_batch(vals, dims, call_jaxpr, fwd, bwd, num_consts):
+    size = batching.axis_size_of(vals, dims)
+    vals = [v if d is None else batching.moveaxis(v, d, 0) for v, d in zip(vals, dims)]
+    batched = tuple(d is not None for d in dims)
+    b_call, _ = batching.batch_jaxpr(call_jaxpr, size, batched, True)
+    primal_dims = [0 if b else None for b in batched[num_consts:]]
+    n_out = len(call_jaxpr.out_avals)
+
+    def at_front(outs, out_dims):
+        return [batching.bdim_at_front(o, d, size) for o, d in zip(outs, out_dims)]
+
+    def batched_fwd(primals):
+        def flat(*p):
+            outs, res = fwd(list(p))
+            return list(outs) + list(res)
+
+        outs = at_front(*batching.batch_flat(flat, size, list(primals), primal_dims))
+        return outs[:n_out], outs[n_out:]
+
+    def batched_bwd(res, cts):
+        def flat(*rc):
+            return list(bwd(list(rc[:len(res)]), list(rc[len(res):])))
+
+        return at_front(*batching.batch_flat(flat, size, list(res) + list(cts),
+                                             [0] * (len(res) + len(cts))))
+
+    outs = custom_vjp_call_p.bind(*vals, call_jaxpr=b_call, fwd=batched_fwd, bwd=batched_bwd,
+                                  num_consts=num_consts)
+    return outs, [0] * n_out
+
+
+ad.primitive_jvps[custom_vjp_call_p] = _custom_vjp_call_jvp
+batching.primitive_batchers[custom_vjp_call_p] = _custom_vjp_call_batch
+
+
+class custom_vjp:
+    """Decorate ``fun`` with a custom VJP: ``defvjp(fwd, bwd)`` where
+    ``fwd(*args) -> (out, residuals)`` and ``bwd(residuals, ct) -> tuple of input cts``."""
+
+    def __init__(self, fun, nondiff_argnums=()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fwd = self.bwd = None
+        self._cache = {}
+
+    def defvjp(self, fwd, bwd, symbolic_zeros=False):
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            raise TypeError(f"custom_vjp function {fun_name(self.fun)} does not accept keyword "
+                            f"arguments; pass them positionally")
+        if self.fwd is None:
+            raise AttributeError(f"No VJP defined for custom_vjp function "
+                                 f"{fun_name(self.fun)} using defvjp.")
+        nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
+        flat_args, in_tree = tree_flatten(diff)
+        fun = lambda *d: self.fun(*_merge_nondiff(nondiff, d, self.nondiff_argnums))
+        key = tuple(static_key(n) for n in nondiff)
+        traced = _trace_call(self._cache, fun, key, flat_args, in_tree, fun_name(self.fun))
+        out_tree = traced.out_tree
+        name = fun_name(self.fun)
+        res_tree = {}
+
+        def fwd_flat(primals):
+            full = _merge_nondiff(nondiff, tree_unflatten(in_tree, primals),
+                                  self.nondiff_argnums)
+            result = self.fwd(*full)
+            if not (isinstance(result, (tuple, list)) and len(result) == 2):
+                raise TypeError(f"Custom VJP fwd rule {getattr(self.fwd, '__name__', 'fwd')} "
+                                f"for function {name} must produce a pair (list or tuple of "
+                                f"length two) representing primal outputs and residuals.")
+            out, res = result
+            flat_out, tree = tree_flatten(out)
+            if tree != out_tree:
+                raise TypeError(f"Custom VJP fwd rule must produce an output with the same "
+                                f"container (pytree) structure as the args tuple of the primal "
+                                f"function; expected {out_tree}, got {tree}.")
+            flat_res, res_tree["tree"] = tree_flatten(res)
+            return flat_out, flat_res
+
+        def bwd_flat(res, cts):
+            r = tree_unflatten(res_tree["tree"], res)
+            ct = tree_unflatten(out_tree, cts)
+            cts_in = self.bwd(*nondiff, r, ct) if nondiff else self.bwd(r, ct)
+            if not isinstance(cts_in, (tuple, list)):
+                raise TypeError(f"Custom VJP bwd rule must produce a tuple, got "
+                                f"{type(cts_in).__name__}")
+            if len(cts_in) != len(diff):
+                raise TypeError(f"Custom VJP bwd rule must produce a tuple of length equal to "
+                                f"the number of primal (differentiable) arguments "
+                                f"({len(diff)}), got {len(cts_in)}.")
+            flat_cts = []
+            for arg, c in zip(diff, cts_in):
+                arg_leaves = tree_flatten(arg)[0]
+                if c is None:
+                    flat_cts.extend(ad.instantiate_zeros(ad.Zero.from_primal_value(x))
+                                    for x in arg_leaves)
+                else:
+                    if tree_structure(c) != tree_structure(arg):
+                        raise TypeError(f"Custom VJP bwd rule produced a cotangent with "
+                                        f"structure {tree_structure(c)} for an argument of "
+                                        f"structure {tree_structure(arg)}.")
+                    flat_cts.extend(tree_flatten(c)[0])
+            return flat_cts
+
+        fwd_flat.__name__ = getattr(self.fwd, "__name__", "fwd")
+        bwd_flat.__name__ = getattr(self.bwd, "__name__", "bwd")
+        outs = custom_vjp_call_p.bind(*traced.consts, *flat_args, call_jaxpr=traced.jaxpr,
+                                      fwd=fwd_flat, bwd=bwd_flat,
+                                      num_consts=len(traced.consts))
+        return tree_unflatten(out_tree, outs)
