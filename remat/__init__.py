@@ -1,7 +1,11 @@
 """remat: composable function transformations on NumPy, built around rematerialization."""
+# ruff: noqa: I001  (import order matters: the Array type registers itself with the core)
 
-from remat import config as _config_module
-from remat import core, dtypes, lax, memory, numpy, tree_util
+from remat.config import config
+from remat import core, dtypes, tree_util, memory
+from remat.array import Array
+from remat import lax
+from remat import numpy
 from remat.api import (
     block_until_ready,
     device_get,
@@ -20,10 +24,8 @@ from remat.api import (
     vmap,
 )
 from remat.api_util import ShapeDtypeStruct
-from remat.array import Array
 from remat.call import jit
-from remat.custom_derivatives import custom_jvp, custom_vjp
-from remat.config import config
 from remat.core import ensure_compile_time_eval
+from remat.custom_derivatives import custom_jvp, custom_vjp
 
 __version__ = "0.1.0"
