@@ -310,19 +310,31 @@ class Tracer:
         return (self[i] for i in range(self.aval.shape[0]))
 
     def __bool__(self):
-        return self.aval._bool(self)
+        value = self.concrete_value()
+        return self.aval._bool(self) if value is None else bool(value)
 
     def __int__(self):
-        return self.aval._int(self)
+        value = self.concrete_value()
+        return self.aval._int(self) if value is None else int(value)
 
     def __float__(self):
-        return self.aval._float(self)
+        value = self.concrete_value()
+        return self.aval._float(self) if value is None else float(value)
 
     def __complex__(self):
-        return self.aval._float(self)
+        value = self.concrete_value()
+        return self.aval._float(self) if value is None else complex(value)
 
     def __index__(self):
-        raise TracerIntegerConversionError(self)
+        value = self.concrete_value()
+        if value is None or value.dtype.kind not in "iu":
+            raise TracerIntegerConversionError(self)
+        return int(value)
+
+    @property
+    def _origin(self):
+        """Where this tracer's abstract value came from (for ConcretizationTypeError)."""
+        return None
 
     def __array__(self, dtype=None, copy=None):
         raise TracerArrayConversionError(self)

@@ -118,8 +118,7 @@ def _node_type(x):
     node = _registry.get(t)
     if node is None and _is_namedtuple(x):
         return t, _NodeType(lambda n: (tuple(n), None), lambda _, c, t=t: t(*c),
-                            lambda n: ([(GetAttrKey(f), getattr(n, f)) for f in t._fields],
-                                       None))
+                            lambda n, aux: [GetAttrKey(f) for f in t._fields])
     return t, node
 
 

@@ -157,7 +157,7 @@ class JVPTracer(Tracer):
 
     def concrete_value(self):
         p = self.primal
-        return p.concrete_value() if isinstance(p, Tracer) else core.concrete_or_error(p)
+        return p.concrete_value() if isinstance(p, Tracer) else core.to_numpy(p)
 
 
 class JVPTrace(Trace):

@@ -30,6 +30,10 @@ class StagingTracer(Tracer):
     def aval(self):
         return self.var.aval
 
+    @property
+    def _origin(self):
+        return self._trace.describe_origin(self.var)
+
 
 class StagingTrace(Trace):
     """Records equations into a jaxpr under construction."""
@@ -41,6 +45,25 @@ class StagingTrace(Trace):
         self.const_vars = {}  # id(value) -> Var
         self.const_vals = []  # (Var, value), kept alive here
         self.debug_info = debug_info
+
+    def describe_origin(self, var):
+        """Which arguments of the traced function ``var`` depends on, in JAX's words."""
+        info = self.debug_info
+        if info is None:
+            return None
+        deps = {var}
+        for eqn in reversed(self.eqns):
+            if any(v in deps for v in eqn.outvars):
+                deps.update(v for v in eqn.invars if isinstance(v, Var))
+        names = [n for v, n in zip(self.invars, info.arg_names) if v in deps]
+        where = f"The error occurred while tracing the function {info.func_name} for " \
+                f"{info.traced_for}."
+        if not names:
+            return where
+        args = ", ".join(names)
+        plural = "s" if len(names) > 1 else ""
+        return (f"{where} This concrete value was not available in Python because it depends "
+                f"on the value{plural} of the argument{plural} {args}.")
 
     def new_arg(self, aval):
         var = Var(aval)

@@ -1,1 +1,549 @@
-"""(being written)"""
+"""Convolution: ``conv_general_dilated`` with its impl, abstract eval, JVP, transpose and
+batching rules, the ``conv`` / ``conv_with_general_padding`` wrappers, and the dimension-number
+helpers (``ConvDimensionNumbers``, ``conv_dimension_numbers``, ``padtype_to_pads``).
+
+The impl is im2col on NumPy: the input is zero-interleaved (lhs dilation) and padded once,
+``sliding_window_view`` exposes every window as a strided view (window strides and rhs
+dilation are slices of that view), and one batched ``np.matmul`` per chunk of the batch
+contracts the patches with the kernel, one matrix product per feature/batch group.
+
+``batch_group_count`` is fully supported (XLA's semantics: the lhs batch dim splits into
+groups, group-major, each paired with one group of output features); the rhs transpose of a
+grouped convolution uses it, as in JAX.
+"""
+
+import operator
+from collections import namedtuple
+
+import numpy as np
+
+from remat import core, dtypes, lax
+from remat.core import ShapedArray
+from remat.interpreters import ad, batching
+from remat.lax.linalg import (
+    canonicalize_precision,
+    canonicalize_preferred_element_type,
+    compute_dtype,
+)
+from remat.lax.standard import ANY, check_dtype, standard_primitive
+
+__all__ = [
+    "ConvDimensionNumbers",
+    "conv",
+    "conv_dimension_numbers",
+    "conv_general_dilated",
+    "conv_general_dilated_p",
+    "conv_general_permutations",
+    "conv_with_general_padding",
+    "padtype_to_pads",
+]
+
+ConvDimensionNumbers = namedtuple("ConvDimensionNumbers", ["lhs_spec", "rhs_spec", "out_spec"])
+ConvDimensionNumbers.__doc__ = """Convolution layouts as dimension indices: ``lhs_spec`` is
+(batch dim, feature dim, spatial dims...), ``rhs_spec`` is (out-feature dim, in-feature dim,
+spatial dims...), ``out_spec`` is (batch dim, feature dim, spatial dims...); the spatial dims of
+all three are listed in the same (the kernel's) order."""
+
+
+# --- dimension numbers and padding -----------------------------------------------------------
+
+
+def conv_general_permutations(dimension_numbers):
+    """The (lhs, rhs, out) dimension permutations for a triple of layout strings such as
+    ``('NHWC', 'HWIO', 'NHWC')``; spatial dims are ordered as they appear in the rhs string."""
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    charpairs = (("N", "C"), ("O", "I"), ("N", "C"))
+    for i, (a, b) in enumerate(charpairs):
+        if not dimension_numbers[i].count(a) == dimension_numbers[i].count(b) == 1:
+            raise TypeError(f"convolution dimension_numbers[{i}] must contain the characters "
+                            f"'{a}' and '{b}' exactly once, got {dimension_numbers[i]}.")
+        if len(dimension_numbers[i]) != len(set(dimension_numbers[i])):
+            raise TypeError(f"convolution dimension_numbers[{i}] cannot have duplicate "
+                            f"characters, got {dimension_numbers[i]}.")
+    if not (set(lhs_spec) - {"N", "C"} == set(rhs_spec) - {"O", "I"}
+            == set(out_spec) - {"N", "C"}):
+        raise TypeError(f"convolution dimension_numbers elements must each have the same set "
+                        f"of spatial characters, got {tuple(dimension_numbers)}.")
+
+    def perm(spec, pair):
+        spatial = [i for i, ch in enumerate(spec) if ch not in pair]
+        spatial.sort(key=lambda i: rhs_spec.index(spec[i]))
+        return (spec.index(pair[0]), spec.index(pair[1])) + tuple(spatial)
+
+    return tuple(perm(s, p) for s, p in zip(dimension_numbers, charpairs))
+
+
+def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers):
+    """``dimension_numbers`` (None, a triple of layout strings, or a ``ConvDimensionNumbers``)
+    as a canonical ``ConvDimensionNumbers`` of int tuples."""
+    if isinstance(dimension_numbers, ConvDimensionNumbers):
+        return ConvDimensionNumbers(*(tuple(operator.index(d) for d in spec)
+                                      for spec in dimension_numbers))
+    if len(lhs_shape) != len(rhs_shape):
+        raise TypeError(f"convolution requires lhs and rhs ndim to be equal, got "
+                        f"{len(lhs_shape)} and {len(rhs_shape)}.")
+    if dimension_numbers is None:
+        iota = tuple(range(len(lhs_shape)))
+        return ConvDimensionNumbers(iota, iota, iota)
+    if not isinstance(dimension_numbers, (list, tuple)):
+        raise TypeError(f"convolution dimension_numbers must be tuple/list or None, got "
+                        f"{type(dimension_numbers)}.")
+    if len(dimension_numbers) != 3:
+        raise TypeError(f"convolution dimension_numbers list/tuple must be length 3, got "
+                        f"{len(dimension_numbers)}.")
+    if not all(isinstance(s, str) for s in dimension_numbers):
+        raise TypeError(f"convolution dimension_numbers elements must be strings, got "
+                        f"{tuple(map(type, dimension_numbers))}.")
+    for i, s in enumerate(dimension_numbers):
+        if len(s) != len(lhs_shape):
+            raise TypeError(f"convolution dimension_numbers[{i}] must have len equal to the "
+                            f"ndim of lhs and rhs, got {len(s)} for lhs and rhs shapes "
+                            f"{tuple(lhs_shape)} and {tuple(rhs_shape)}.")
+    return ConvDimensionNumbers(*conv_general_permutations(dimension_numbers))
+
+
+def padtype_to_pads(in_shape, window_shape, window_strides, padding):
+    """Explicit ``(low, high)`` pads for ``'SAME'``, ``'SAME_LOWER'`` or ``'VALID'``:
+    SAME pads so that the output size is ``ceil(in / stride)``, the odd unit going high
+    (SAME) or low (SAME_LOWER)."""
+    kind = padding.upper() if isinstance(padding, str) else padding
+    if kind == "VALID":
+        return [(0, 0)] * len(in_shape)
+    if kind in ("SAME", "SAME_LOWER"):
+        pads = []
+        for n, k, s in zip(in_shape, window_shape, window_strides):
+            out = -(-int(n) // int(s))
+            total = max((out - 1) * int(s) + int(k) - int(n), 0)
+            small, big = total // 2, total - total // 2
+            pads.append((small, big) if kind == "SAME" else (big, small))
+        return pads
+    raise RuntimeError(f"Unrecognized padding type: expected 'VALID', 'SAME', or 'SAME_LOWER', "
+                       f"got {padding}.")
+
+
+def _dilate_dim(d, dilation):
+    return 0 if d == 0 else 1 + dilation * (d - 1)
+
+
+def _positive_ints(name, values, count):
+    try:
+        values = tuple(operator.index(v) for v in values)
+    except TypeError:
+        raise TypeError(f"conv_general_dilated {name} must be a sequence of integers, got "
+                        f"{values!r}") from None
+    if len(values) != count:
+        raise ValueError(f"conv_general_dilated {name} must have one entry per spatial "
+                         f"dimension ({count}), got {values}")
+    if any(v < 1 for v in values):
+        raise ValueError(f"conv_general_dilated {name} must be positive, got {values}")
+    return values
+
+
+# --- abstract eval ---------------------------------------------------------------------------
+
+
+def _conv_result_dtype(lhs, rhs, preferred_element_type):
+    check_dtype("conv_general_dilated", lhs, ANY, "lhs")
+    check_dtype("conv_general_dilated", rhs, ANY, "rhs")
+    if lhs.dtype != rhs.dtype:
+        raise TypeError(f"lax.conv_general_dilated requires arguments to have the same dtypes, "
+                        f"got {lhs.dtype.name}, {rhs.dtype.name}.")
+    dtype = lhs.dtype
+    pref = preferred_element_type
+    if pref is None or pref == dtype:
+        return dtype
+    compatible = (dtype.kind in "iu" and pref.kind in "iuf") or \
+        (dtype.kind == "f" and pref.kind == "f") or (dtype.kind == "c" and pref.kind == "c")
+    if not compatible:
+        raise TypeError("Input type is incompatible with `preferred_element_type`. The "
+                        "compatible combinations of (input_type, preferred_element_type) are "
+                        "(integral, integral), (integral, floating), (floating, floating), "
+                        "(complex, complex).")
+    if pref.kind == dtype.kind and pref.itemsize < dtype.itemsize:
+        raise TypeError("`preferred_element_type` must not be narrower than the original "
+                        "type.")
+    return pref
+
+
+def _conv_shape(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                dimension_numbers, feature_group_count, batch_group_count):
+    name = "conv_general_dilated"
+    if lhs.ndim != rhs.ndim:
+        raise ValueError(f"{name} lhs and rhs must have the same number of dimensions, but got "
+                         f"{lhs.shape} and {rhs.shape}.")
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    for what, spec in zip(("lhs", "rhs", "out"), dimension_numbers):
+        if sorted(spec) != list(range(lhs.ndim)):
+            raise ValueError(f"{name} dimension_numbers {what}_spec must be a permutation of "
+                             f"the {lhs.ndim} operand dimensions, got {spec}")
+    nsp = lhs.ndim - 2
+    if lhs.ndim < 2:
+        raise ValueError(f"{name} operands must have at least 2 dimensions (batch and "
+                         f"feature), got {lhs.shape} and {rhs.shape}.")
+    if feature_group_count < 1:
+        raise ValueError(f"{name} feature_group_count must be a positive integer, got "
+                         f"{feature_group_count}.")
+    if batch_group_count < 1:
+        raise ValueError(f"{name} batch_group_count must be a positive integer, got "
+                         f"{batch_group_count}.")
+    lhs_features = lhs.shape[lhs_spec[1]]
+    rhs_in, rhs_out = rhs.shape[rhs_spec[1]], rhs.shape[rhs_spec[0]]
+    quot, rem = divmod(lhs_features, feature_group_count)
+    if rem:
+        raise ValueError(f"{name} feature_group_count must divide lhs feature dimension size, "
+                         f"but {feature_group_count} does not divide {lhs_features}.")
+    if quot != rhs_in:
+        raise ValueError(f"{name} lhs feature dimension size divided by feature_group_count "
+                         f"must equal the rhs input feature dimension size, but "
+                         f"{lhs_features} // {feature_group_count} != {rhs_in}.")
+    if rhs_out % feature_group_count:
+        raise ValueError(f"{name} rhs output feature dimension size must be a multiple of "
+                         f"feature_group_count, but {rhs_out} is not a multiple of "
+                         f"{feature_group_count}.")
+    lhs_batch = lhs.shape[lhs_spec[0]]
+    if lhs_batch % batch_group_count:
+        raise ValueError(f"{name} batch_group_count must divide lhs batch dimension size, but "
+                         f"{batch_group_count} does not divide {lhs_batch}.")
+    if rhs_out % batch_group_count:
+        raise ValueError(f"{name} rhs output feature dimension size must be a multiple of "
+                         f"batch_group_count, but {rhs_out} is not a multiple of "
+                         f"{batch_group_count}.")
+    if batch_group_count > 1 and feature_group_count > 1:
+        raise ValueError(f"At most one of batch_group_count and feature_group_count may be > 1, "
+                         f"got batch_group_count={batch_group_count} and "
+                         f"feature_group_count={feature_group_count}")
+    for what, seq in (("window_strides", window_strides), ("padding", padding),
+                      ("lhs_dilation", lhs_dilation), ("rhs_dilation", rhs_dilation)):
+        if len(seq) != nsp:
+            raise ValueError(f"{name} window and {what} must have the same number of "
+                             f"dimensions, but got {nsp} and {len(seq)}")
+    out_spatial = []
+    for i in range(nsp):
+        n = _dilate_dim(lhs.shape[lhs_spec[2 + i]], lhs_dilation[i])
+        k = _dilate_dim(rhs.shape[rhs_spec[2 + i]], rhs_dilation[i])
+        lo, hi = padding[i]
+        padded = n + lo + hi
+        if padded < 0:
+            raise ValueError(f"Negative padding is larger than the size of the corresponding "
+                             f"dimension: got padding={padding} for lhs spatial shape "
+                             f"{tuple(lhs.shape[d] for d in lhs_spec[2:])}")
+        out_spatial.append(0 if padded < k else (padded - k) // window_strides[i] + 1)
+    canonical = (lhs_batch // batch_group_count, rhs_out) + tuple(out_spatial)
+    shape = [0] * lhs.ndim
+    for pos, d in zip(out_spec, canonical):
+        shape[pos] = d
+    return tuple(shape)
+
+
+def _conv_abstract_eval(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+                        dimension_numbers, feature_group_count, batch_group_count, precision,
+                        preferred_element_type):
+    dtype = _conv_result_dtype(lhs, rhs, preferred_element_type)
+    shape = _conv_shape(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                        dimension_numbers, feature_group_count, batch_group_count)
+    return ShapedArray(shape, dtype, lhs.weak_type and rhs.weak_type)
+
+
+# --- impl ------------------------------------------------------------------------------------
+
+_CHUNK_BYTES = 64 << 20  # bound on the im2col buffer: larger batches go in chunks
+
+
+def _dilate_and_pad(x, lhs_dilation, padding, dtype):
+    """``x`` (N, spatial..., C) zero-interleaved by ``lhs_dilation`` and padded (negative pads
+    crop), in ``dtype``, with one allocation."""
+    if all(d == 1 for d in lhs_dilation) and all(lo == hi == 0 for lo, hi in padding):
+        return x if x.dtype == dtype else x.astype(dtype)
+    spatial = x.shape[1:-1]
+    dilated = [_dilate_dim(n, d) for n, d in zip(spatial, lhs_dilation)]
+    grown = [max(lo, 0) + n + max(hi, 0) for n, (lo, hi) in zip(dilated, padding)]
+    out = np.zeros((x.shape[0],) + tuple(grown) + (x.shape[-1],), dtype)
+    place = tuple(slice(max(lo, 0), max(lo, 0) + n, d)
+                  for n, d, (lo, _) in zip(dilated, lhs_dilation, padding))
+    out[(slice(None),) + place] = x
+    crop = tuple(slice(max(-lo, 0), g - max(-hi, 0)) for g, (lo, hi) in zip(grown, padding))
+    return out[(slice(None),) + crop]
+
+
+def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+               dimension_numbers, feature_group_count, batch_group_count, precision,
+               preferred_element_type):
+    # Works channels-last, (N, spatial..., C), so that each im2col row is gathered from runs
+    # of contiguous features.
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    out_dtype = lhs.dtype if preferred_element_type is None else preferred_element_type
+    work = compute_dtype(out_dtype)
+    nsp = lhs.ndim - 2
+    x = np.transpose(lhs, (lhs_spec[0],) + tuple(lhs_spec[2:]) + (lhs_spec[1],))
+    x = _dilate_and_pad(x, lhs_dilation, padding, work)
+    w = np.transpose(rhs, rhs_spec)  # (O, I, K...)
+    kernel = w.shape[2:]
+    window = tuple(_dilate_dim(k, r) for k, r in zip(kernel, rhs_dilation))
+    out_spatial = tuple(0 if p < k else (p - k) // s + 1
+                        for p, k, s in zip(x.shape[1:-1], window, window_strides))
+    fgc, bgc = feature_group_count, batch_group_count
+    groups = fgc * bgc
+    n, c = x.shape[0] // bgc, x.shape[-1] // fgc
+    o_total = w.shape[0]
+    o = o_total // groups
+    # the result is computed as (n, out..., O); out_perm takes it to the out layout
+    last = (out_spec[0],) + tuple(out_spec[2:]) + (out_spec[1],)
+    out_perm = tuple(int(i) for i in np.argsort(last))
+    k_size = c * int(np.prod(kernel, dtype=np.int64))
+    positions = int(np.prod(out_spatial, dtype=np.int64))
+    if n * o_total * positions == 0 or k_size == 0:
+        return np.zeros((n,) + out_spatial + (o_total,), work).transpose(out_perm)
+    win = np.lib.stride_tricks.sliding_window_view(x, window, axis=tuple(range(1, 1 + nsp)))
+    win = win[(slice(None),) + tuple(slice(None, None, s) for s in window_strides)
+              + (slice(None),) + tuple(slice(None, None, r) for r in rhs_dilation)]
+    # (N, out..., C, K...) -> (bgc, n, out..., fgc, c, K...) -> (bgc, fgc, n, out..., K..., c)
+    win = win.reshape((bgc, n) + out_spatial + (fgc, c) + kernel)
+    k_axes = tuple(range(4 + nsp, 4 + 2 * nsp))
+    win = win.transpose((0, 2 + nsp, 1) + tuple(range(2, 2 + nsp)) + k_axes + (3 + nsp,))
+    # kernel: (O, c, K...) -> (G, o, c, K...) -> (G, K..., c, o)
+    wmat = w.reshape((groups, o, c) + kernel).transpose(
+        (0,) + tuple(range(3, 3 + nsp)) + (2, 1)).reshape(groups, k_size, o)
+    if wmat.dtype != work:
+        wmat = wmat.astype(work)
+    res = np.empty((groups, n) + out_spatial + (o,), work)
+    row_bytes = groups * positions * k_size * np.dtype(work).itemsize
+    step = max(1, min(n, _CHUNK_BYTES // max(row_bytes, 1)))
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        patches = win[:, :, start:stop].reshape(groups, (stop - start) * positions, k_size)
+        res[:, start:stop] = np.matmul(patches, wmat).reshape(
+            (groups, stop - start) + out_spatial + (o,))
+    if groups > 1:  # (G, n, out..., o) -> (n, out..., G, o)
+        res = res.transpose(tuple(range(1, 2 + nsp)) + (0, 2 + nsp))
+    return res.reshape((n,) + out_spatial + (o_total,)).transpose(out_perm)
+
+
+conv_general_dilated_p = standard_primitive("conv_general_dilated", _conv_impl,
+                                            _conv_abstract_eval)
+
+
+# --- JVP and transposes ----------------------------------------------------------------------
+
+
+def _conv_jvp(primals, tangents, **params):
+    lhs, rhs = primals
+    tl, tr = tangents
+    out = conv_general_dilated_p.bind(lhs, rhs, **params)
+    acc = ad.Zero(core.get_aval(out).to_tangent_aval())
+    if not dtypes.is_inexact(core.get_aval(out).dtype):
+        return out, acc
+    if type(tl) is not ad.Zero:
+        acc = ad.add_tangents(acc, conv_general_dilated_p.bind(tl, rhs, **params))
+    if type(tr) is not ad.Zero:
+        acc = ad.add_tangents(acc, conv_general_dilated_p.bind(lhs, tr, **params))
+    return out, acc
+
+
+def _split_axis(x, dim, size):
+    """Reshape axis ``dim`` of size ``size * m`` into two axes ``(size, m)``."""
+    shape = list(core.get_aval(x).shape)
+    shape[dim:dim + 1] = [size, shape[dim] // size]
+    return lax.reshape(x, tuple(shape))
+
+
+def _merge_axis(x, src, dst):
+    """Merge axis ``src`` into axis ``dst`` (``dst`` counted with ``src`` removed) as its major
+    part."""
+    shape = core.get_aval(x).shape
+    perm = [i for i in range(len(shape)) if i != src]
+    perm.insert(dst, src)
+    new = [s for i, s in enumerate(shape) if i != src]
+    new[dst] *= shape[src]
+    return lax.reshape(x, tuple(new), tuple(perm))
+
+
+def _spec_transpose(spec):
+    return (spec[1], spec[0]) + tuple(spec[2:])
+
+
+def _dilated(shape, dilation):
+    return [_dilate_dim(d, r) for d, r in zip(shape, dilation)]
+
+
+def _conv_transpose_lhs(ct, lhs_aval, rhs, *, window_strides, padding, lhs_dilation,
+                        rhs_dilation, dimension_numbers, feature_group_count, batch_group_count,
+                        precision, preferred_element_type):
+    """The lhs cotangent: a convolution of the cotangent (dilated by the strides) with the
+    spatially flipped kernel whose in/out features are swapped."""
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    rhs_shape = core.get_aval(rhs).shape
+    ct_shape = core.get_aval(ct).shape
+    groups = feature_group_count
+    if feature_group_count > 1 or batch_group_count > 1:
+        groups = max(feature_group_count, batch_group_count)
+        rhs = _split_axis(rhs, rhs_spec[0], groups)
+        rhs = _merge_axis(rhs, rhs_spec[0], rhs_spec[1])
+    in_sp = _dilated([lhs_aval.shape[d] for d in lhs_spec[2:]], lhs_dilation)
+    k_sp = _dilated([rhs_shape[d] for d in rhs_spec[2:]], rhs_dilation)
+    out_sp = _dilated([ct_shape[d] for d in out_spec[2:]], window_strides)
+    pads = []
+    for n, k, m, (lo, _) in zip(in_sp, k_sp, out_sp, padding):
+        before = k - lo - 1
+        pads.append((before, n + k - 1 - m - before))
+    out = conv_general_dilated(
+        ct, lax.rev(rhs, tuple(rhs_spec[2:])), window_strides=lhs_dilation, padding=pads,
+        lhs_dilation=window_strides, rhs_dilation=rhs_dilation,
+        dimension_numbers=ConvDimensionNumbers(out_spec, _spec_transpose(rhs_spec), lhs_spec),
+        feature_group_count=groups, batch_group_count=1, precision=precision,
+        preferred_element_type=preferred_element_type)
+    if batch_group_count > 1:
+        out = _split_axis(out, lhs_spec[1], batch_group_count)
+        out = _merge_axis(out, lhs_spec[1], lhs_spec[0])
+    if core.get_aval(out).dtype != lhs_aval.dtype:
+        out = lax.convert_element_type(out, lhs_aval.dtype)
+    return out
+
+
+def _conv_transpose_rhs(ct, lhs, rhs_aval, *, window_strides, padding, lhs_dilation,
+                        rhs_dilation, dimension_numbers, feature_group_count, batch_group_count,
+                        precision, preferred_element_type):
+    """The rhs cotangent: a convolution of the lhs with the cotangent as kernel, the batch
+    dim contracted (feature groups become batch groups and vice versa)."""
+    if core.get_aval(ct).size == 0 or core.get_aval(lhs).size == 0:
+        return lax.full(rhs_aval.shape, 0, rhs_aval.dtype)
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    lhs_shape = core.get_aval(lhs).shape
+    ct_shape = core.get_aval(ct).shape
+    fgc, bgc = batch_group_count, feature_group_count
+    in_sp = _dilated([lhs_shape[d] for d in lhs_spec[2:]], lhs_dilation)
+    k_sp = _dilated([rhs_aval.shape[d] for d in rhs_spec[2:]], rhs_dilation)
+    out_sp = _dilated([ct_shape[d] for d in out_spec[2:]], window_strides)
+    pads = [(lo, m - n + k - lo - 1) for n, k, m, (lo, _) in zip(in_sp, k_sp, out_sp, padding)]
+    out = conv_general_dilated(
+        lhs, ct, window_strides=rhs_dilation, padding=pads, lhs_dilation=lhs_dilation,
+        rhs_dilation=window_strides,
+        dimension_numbers=ConvDimensionNumbers(_spec_transpose(lhs_spec),
+                                               _spec_transpose(out_spec),
+                                               _spec_transpose(rhs_spec)),
+        feature_group_count=fgc, batch_group_count=bgc, precision=precision,
+        preferred_element_type=preferred_element_type)
+    if core.get_aval(out).dtype != rhs_aval.dtype:
+        out = lax.convert_element_type(out, rhs_aval.dtype)
+    return out
+
+
+def _conv_transpose(ct, lhs, rhs, **params):
+    lhs_undefined, rhs_undefined = ad.is_undefined_primal(lhs), ad.is_undefined_primal(rhs)
+    if lhs_undefined and rhs_undefined:
+        raise ValueError("conv_general_dilated is not linear in both operands at once: "
+                         "transposing it needs one operand's value")
+    if lhs_undefined:
+        return [_conv_transpose_lhs(ct, lhs.aval, rhs, **params), None]
+    if rhs_undefined:
+        return [None, _conv_transpose_rhs(ct, lhs, rhs.aval, **params)]
+    return [None, None]
+
+
+# --- batching --------------------------------------------------------------------------------
+
+
+def _group_major(x, bdim, dim, groups):
+    """Fold batch axis ``bdim`` of ``x`` into axis ``dim`` (an index of the unbatched
+    operand) whose size is ``groups * m`` (group-major), giving ``groups * (B * m)``: the
+    vmapped size goes inside each group so grouping is preserved."""
+    x = batching.moveaxis(x, bdim, 0)
+    x = _split_axis(x, dim + 1, groups)  # (B, ..., groups, m, ...)
+    x = _merge_axis(x, 0, dim + 1)  # (..., groups, B*m, ...)
+    return _merge_axis(x, dim, dim)  # (..., groups*B*m, ...)
+
+
+def _conv_batch(vals, dims, **params):
+    """Fold the vmapped dim into the convolution: into N for the lhs, into O for the rhs
+    (inside the groups when grouped), into a larger feature (or batch) group count when
+    both are batched."""
+    (lhs, rhs), (lbd, rbd) = vals, dims
+    lhs_spec, rhs_spec, out_spec = params["dimension_numbers"]
+    fgc, bgc = params["feature_group_count"], params["batch_group_count"]
+    size = batching.axis_size_of(vals, dims)
+    if lbd is not batching.not_mapped and rbd is not batching.not_mapped:
+        if bgc > 1:
+            lhs = _merge_axis(lhs, lbd, lhs_spec[0])
+            params = dict(params, batch_group_count=bgc * size)
+        else:
+            lhs = _merge_axis(lhs, lbd, lhs_spec[1])
+            params = dict(params, feature_group_count=fgc * size)
+        rhs = _merge_axis(rhs, rbd, rhs_spec[0])
+        out = conv_general_dilated_p.bind(lhs, rhs, **params)
+        return _split_axis(out, out_spec[1], size), out_spec[1]
+    if lbd is not batching.not_mapped:
+        if bgc == 1:
+            lhs = _merge_axis(lhs, lbd, lhs_spec[0])
+        else:
+            lhs = _group_major(lhs, lbd, lhs_spec[0], bgc)
+        out = conv_general_dilated_p.bind(lhs, rhs, **params)
+        return _split_axis(out, out_spec[0], size), out_spec[0]
+    if fgc == 1 and bgc == 1:
+        rhs = _merge_axis(rhs, rbd, rhs_spec[0])
+        out = conv_general_dilated_p.bind(lhs, rhs, **params)
+        return _split_axis(out, out_spec[1], size), out_spec[1]
+    groups = max(fgc, bgc)
+    rhs = _group_major(rhs, rbd, rhs_spec[0], groups)
+    out = conv_general_dilated_p.bind(lhs, rhs, **params)  # features: (groups, B, o)
+    out = _split_axis(out, out_spec[1], groups)
+    out = _split_axis(out, out_spec[1] + 1, size)
+    return _merge_axis(out, out_spec[1], out_spec[1] + 1), out_spec[1]
+
+
+ad.primitive_jvps[conv_general_dilated_p] = _conv_jvp
+ad.primitive_transposes[conv_general_dilated_p] = _conv_transpose
+batching.primitive_batchers[conv_general_dilated_p] = _conv_batch
+
+
+# --- public functions ------------------------------------------------------------------------
+
+
+def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
+                         rhs_dilation=None, dimension_numbers=None, feature_group_count=1,
+                         batch_group_count=1, precision=None, preferred_element_type=None):
+    """General n-dimensional convolution with strides, padding ('SAME', 'SAME_LOWER',
+    'VALID' or ``(low, high)`` pairs), lhs (transposed) and rhs (atrous) dilation, layouts,
+    and feature/batch groups."""
+    lhs_shape, rhs_shape = core.get_aval(lhs).shape, core.get_aval(rhs).shape
+    dnums = conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers)
+    nsp = len(lhs_shape) - 2
+    window_strides = _positive_ints("window_strides", window_strides, nsp)
+    if lhs_dilation is None:
+        lhs_dilation = (1,) * nsp
+    elif isinstance(padding, str) and any(d != 1 for d in lhs_dilation):
+        raise ValueError("String padding is not implemented for transposed convolution using "
+                         "this op. Please either exactly specify the required padding or use "
+                         "conv_transpose.")
+    lhs_dilation = _positive_ints("lhs_dilation", lhs_dilation, nsp)
+    rhs_dilation = _positive_ints("rhs_dilation", (1,) * nsp if rhs_dilation is None
+                                  else rhs_dilation, nsp)
+    if isinstance(padding, str):
+        in_sp = [lhs_shape[d] for d in dnums.lhs_spec[2:]]
+        k_sp = [_dilate_dim(rhs_shape[d], r) for d, r in zip(dnums.rhs_spec[2:], rhs_dilation)]
+        padding = padtype_to_pads(in_sp, k_sp, window_strides, padding)
+    try:
+        padding = tuple((operator.index(lo), operator.index(hi)) for lo, hi in padding)
+    except (ValueError, TypeError):
+        raise ValueError(f"padding argument to conv_general_dilated should be a string or a "
+                         f"sequence of (low, high) pairs, got {padding}") from None
+    return conv_general_dilated_p.bind(
+        lhs, rhs, window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
+        rhs_dilation=rhs_dilation, dimension_numbers=dnums,
+        feature_group_count=operator.index(feature_group_count),
+        batch_group_count=operator.index(batch_group_count),
+        precision=canonicalize_precision(precision),
+        preferred_element_type=canonicalize_preferred_element_type(preferred_element_type,
+                                                                   "conv_general_dilated"))
+
+
+def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):
+    """Convolution in the default NCHW/OIHW layout with 'SAME' or 'VALID' padding."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                              precision=None, preferred_element_type=None):
+    """Convolution in the default layout with explicit padding and dilations."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=lhs_dilation,
+                                rhs_dilation=rhs_dilation, precision=precision,
+                                preferred_element_type=preferred_element_type)

@@ -44,8 +44,7 @@ def _float64_impl(f):
         dtype, shape = args[-1].dtype, args[-1].shape
         flat = [a.astype(np.float64).ravel() for a in args]
         with np.errstate(all="ignore"):
-            out = f(*flat)
-        return out.reshape(shape).astype(dtype, copy=False)
+            return f(*flat).reshape(shape).astype(dtype, copy=False)
 
     return wrapper
 
@@ -59,18 +58,30 @@ def _horner(coeffs, t):
 
 
 def _shift_up(x, limit, term):
-    """Recurrence to the asymptotic region: for each x > 0 find the least n with x + n >= limit
-    and return (x + n, sum_{k<n} term(x + k, idx)) where idx selects the elements summed."""
+    """Recurrence to the asymptotic region: for each x > 0 the least n with x + n >= limit;
+    returns (x + n, sum_{k<n} term(x + k)), summing only over the elements still below."""
     acc = np.zeros_like(x)
     n = np.zeros_like(x)
     idx = np.flatnonzero(x < limit)
     k = 0
     while idx.size:
-        acc[idx] += term(x[idx] + k, idx)
+        acc[idx] += term(x[idx] + k)
         n[idx] += 1
         k += 1
         idx = idx[x[idx] + k < limit]
     return x + n, acc
+
+
+def _int_power(t, n):
+    """t ** n for a Python int n >= 1 by binary powering (much faster than np.power)."""
+    result = None
+    while True:
+        if n & 1:
+            result = t if result is None else result * t
+        n >>= 1
+        if not n:
+            return result
+        t = t * t
 
 
 # --- erf, erfc ------------------------------------------------------------------------------
@@ -156,18 +167,30 @@ _GILES_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
 
 @_float64_impl
 def erf_inv(x):
-    """Inverse error function: Giles' (2010) approximation refined by two Halley steps on
+    """Inverse error function: Giles' (2010) approximation (an asymptotic one in the far tail)
+    refined by two Halley steps on
     erf(r) = |x| (|x| <= 0.5) or erfc(r) = 1 - |x| (exact for |x| >= 0.5, so values next to
     ±1 keep full precision)."""
     a = np.abs(x)
     q = 1.0 - a
     w = -np.log(q * (1.0 + a))
-    r = np.where(w < 5.0, _horner(_GILES_CENTRAL, w - 2.5),
-                 _horner(_GILES_TAIL, np.sqrt(w) - 3.0)) * a
-    near_one = a > 0.5
+    r = np.empty_like(a)
+    central = w < 5.0
+    r[central] = _horner(_GILES_CENTRAL, w[central] - 2.5) * a[central]
+    mid = (w >= 5.0) & (w < 16.0)
+    r[mid] = _horner(_GILES_TAIL, np.sqrt(w[mid]) - 3.0) * a[mid]
+    # Giles' tail polynomial is fitted for float32 (w < 16); past it (1 - |x| < 1e-7) use
+    # the asymptotic inverse of erfc(r) ~ exp(-r^2) / (r sqrt(pi)) (1 - 1/(2 r^2)).
+    far = ~(central | mid)  # |x| >= 1 and NaN too; fixed up below
+    t = -np.log(q[far])
+    r0 = np.sqrt(np.maximum(t - 0.5 * np.log(math.pi * t), 1.0))
+    r[far] = np.sqrt(t - np.log(r0 * math.sqrt(math.pi)) + np.log1p(-0.5 / (r0 * r0)))
+    tail = a > 0.5
     finite = a < 1.0
     for _ in range(2):
-        f = np.where(near_one, q - erfc(r), erf(r) - a)  # erf(r) - |x| either way
+        f = np.empty_like(r)  # erf(r) - |x|, computed as 1 - |x| - erfc(r) in the tail
+        f[tail] = q[tail] - erfc(r[tail])
+        f[~tail] = erf(r[~tail]) - a[~tail]
         u = f / (2.0 / math.sqrt(math.pi) * np.exp(-r * r))  # Newton step f / f'
         r = np.where(finite, r - u / (1.0 + r * u), r)  # Halley, as f''/f' = -2r
     r = np.where(a == 1.0, np.inf, np.where(a > 1.0, np.nan, r))
@@ -184,30 +207,39 @@ def _lgamma_stirling(x):
     return (x - 0.5) * (np.log(x) - 1.0) - 0.5 + _LOG_SQRT_2PI + series
 
 
-@_float64_impl
 def _hurwitz_zeta(s, x):
-    """Hurwitz zeta sum_{k>=0} (x + k)^-s for s > 1 and x > 0 (s may vary per element):
-    shift x up by the direct sum, then the Euler-Maclaurin formula with 12 Bernoulli terms."""
-    limit = max(16.0, float(np.max(s, initial=0.0)) + 6.0)
-    w, acc = _shift_up(x, limit, lambda v, idx: v ** -s[idx])
-    ws = w ** -s
-    tail = w * ws / (s - 1.0) + 0.5 * ws
-    term = ws / w * s  # (s)_{2j-1} w^(-s-2j+1) for j = 1
+    """Hurwitz zeta sum_{k>=0} (x + k)^-s for an int s >= 2 and float64 x > 0: the direct
+    sum up to x + n >= max(12, s + 6), then the Euler-Maclaurin formula with 12 Bernoulli
+    terms (their ratio is about ((s + 2j) / (2 pi w))^2, so the sum converges fast)."""
+    w, acc = _shift_up(x, max(12.0, s + 6.0), lambda v: _int_power(1.0 / v, s))
+    t = 1.0 / w
+    # tail = w^(1-s) [1/(s-1) + t/2 + sum_j B_2j/(2j)! (s)_{2j-1} t^2j]
+    series = 1.0 / (s - 1) + 0.5 * t
+    term = s * (t * t)  # (s)_{2j-1} t^2j for j = 1
     for j, b in enumerate(_BERNOULLI[:12], 1):
-        tail += float(b / math.factorial(2 * j)) * term
-        term = term * (s + 2 * j - 1) * (s + 2 * j) / (w * w)
-    return acc + tail
+        series += float(b / math.factorial(2 * j)) * term
+        term = term * ((s + 2 * j - 1) * (s + 2 * j)) * (t * t)
+    return acc + np.power(w, 1.0 - s) * series
 
 
-# lgamma(2 + z) = (1 - gamma) z + sum_{k>=2} (-1)^k (zeta(k) - 1) / k z^k, for |z| < 2
-# (Abramowitz & Stegun 6.1.33 rearranged); we use it on |z| <= 1/2.
-_KS = np.arange(2.0, 30.0)
-_LGAMMA2_SERIES = tuple(((-1.0) ** _KS * _hurwitz_zeta(_KS, np.full_like(_KS, 2.0)) / _KS)[::-1])
+# Around 2 (Abramowitz & Stegun 6.1.33 and its derivative, rearranged), for |z| < 2:
+#   lgamma(2 + z) = (1 - gamma) z + sum_{k>=2} (-1)^k (zeta(k) - 1) / k z^k,
+#   digamma(2 + z) = (1 - gamma) + sum_{k>=2} (-1)^k (zeta(k) - 1) z^(k-1);
+# we use them on |z| <= 1/2 (28 terms reach 1e-18).
+_KS = np.arange(2.0, 30.0)  # the k above
+_ZETA_MINUS_1 = np.array([(-1) ** k * _hurwitz_zeta(k, np.array([2.0]))[0] for k in range(2, 30)])
+_LGAMMA2_SERIES = tuple((_ZETA_MINUS_1 / _KS)[::-1])
+_DIGAMMA2_SERIES = tuple(_ZETA_MINUS_1[::-1])
 
 
 def _lgamma_near_2(z):
     """lgamma(2 + z) for |z| <= 1/2, exact in relative terms as z -> 0."""
     return z * (_horner(_LGAMMA2_SERIES, z) * z + (1.0 - _EULER_GAMMA))
+
+
+def _digamma_near_2(z):
+    """psi(2 + z) for |z| <= 1/2."""
+    return z * _horner(_DIGAMMA2_SERIES, z) + (1.0 - _EULER_GAMMA)
 
 
 def _lgamma_positive(x):
@@ -268,9 +300,8 @@ def _decimal_split(digits):
 # The positive zero of digamma, to 40 digits, and the Taylor coefficients there,
 # psi^(k)(x0) / k! = (-1)^(k+1) zeta(k + 1, x0).
 _PSI_ROOT_HI, _PSI_ROOT_LO = _decimal_split("1.461632144968362341262659542325721325")
-_KS = np.arange(2.0, 24.0)
-_PSI_ROOT_SERIES = tuple(
-    ((-1.0) ** _KS * _hurwitz_zeta(_KS, np.full_like(_KS, _PSI_ROOT_HI)))[::-1])
+_PSI_ROOT_SERIES = tuple((-1) ** k * _hurwitz_zeta(k, np.array([_PSI_ROOT_HI]))[0]
+                         for k in range(23, 1, -1))
 _PSI_ROOT_RADIUS = 0.25
 
 
@@ -282,22 +313,36 @@ def _digamma_asymptotic(x):
 
 
 def _digamma_positive(x):
+    """psi(x) for x > 0 (and +inf), the same way as _lgamma_positive."""
     out = np.empty_like(x)
     root = np.abs(x - _PSI_ROOT_HI) <= _PSI_ROOT_RADIUS
     d = (x[root] - _PSI_ROOT_HI) - _PSI_ROOT_LO
     out[root] = d * _horner(_PSI_ROOT_SERIES, d)
-    other = ~root
-    w, acc = _shift_up(x[other], _ASYMPTOTIC_X, lambda v, idx: 1.0 / v)
-    out[other] = _digamma_asymptotic(w) - acc
+    tiny = (x < 0.5) & ~root
+    z = x[tiny]  # psi(z) = psi(2 + z) - 1/(1 + z) - 1/z
+    out[tiny] = _digamma_near_2(z) - 1.0 / (1.0 + z) - 1.0 / z
+    near1 = (x >= 0.5) & (x < 1.5) & ~root
+    xm = x[near1]
+    out[near1] = _digamma_near_2(xm - 1.0) - 1.0 / xm
+    mid = (x >= 1.5) & (x < _ASYMPTOTIC_X) & ~root
+    xm = x[mid]  # shift down into [1.5, 2.5): psi(x) = psi(x - n) + sum_{k=1..n} 1/(x - k)
+    n = np.floor(xm - 1.5)
+    acc = np.zeros_like(xm)
+    for k in range(int(_ASYMPTOTIC_X) - 1, 0, -1):  # smallest terms first
+        acc += np.where(k <= n, 1.0 / (xm - k), 0.0)
+    out[mid] = _digamma_near_2(xm - n - 2.0) + acc
+    big = x >= _ASYMPTOTIC_X
+    out[big] = _digamma_asymptotic(x[big])
     return out
 
 
 @_float64_impl
 def digamma(x):
-    """psi(x) = d/dx lgamma(x): recurrence psi(x) = psi(x + 1) - 1/x up to 10 and the
-    asymptotic series there; a Taylor series around the positive zero x0 = 1.4616... (in
-    x - x0 computed in double-double) keeps the relative precision there; reflection
-    psi(x) = psi(1 - x) - pi cot(pi x) for x <= 0, NaN at the poles."""
+    """psi(x) = d/dx lgamma(x): the series of psi(2 + z) in zeta(k) - 1 with the recurrence
+    psi(x + 1) = psi(x) + 1/x below 10 and the asymptotic series above; a Taylor series
+    around the positive zero x0 = 1.4616... (in x - x0 computed in double-double) keeps the
+    relative precision there; reflection psi(x) = psi(1 - x) - pi cot(pi x) for x <= 0, NaN
+    at the poles."""
     out = np.full_like(x, np.nan)
     pos = x > 0
     out[pos] = _digamma_positive(x[pos])
@@ -318,9 +363,6 @@ def _cot_derivative_poly(m):
     return tuple(q.coef[::-1])
 
 
-_FACTORIALS = np.array([float(math.factorial(k)) for k in range(171)] + [np.inf])
-
-
 @_float64_impl
 def polygamma(m, x):
     """psi^(m)(x) for integer m >= 0: digamma for m = 0; for m >= 1 and x > 0,
@@ -334,17 +376,21 @@ def polygamma(m, x):
     out[zero] = digamma(x[zero])
     valid &= m > 0
     sign = np.where(m % 2 == 1, 1.0, -1.0)  # (-1)^(m+1)
-    mi = np.minimum(m, 171.0)
     pos = valid & (x > 0) & (x < np.inf)
-    s = m[pos] + 1.0
-    out[pos] = sign[pos] * _FACTORIALS[mi[pos].astype(np.intp)] * _hurwitz_zeta(s, x[pos])
+    for order in np.unique(m[pos]):
+        sel = pos & (m == order)
+        k = int(order)
+        if k > 170:  # m! overflows: so does the result for x <= 1; not computed beyond
+            out[sel] = np.where(x[sel] <= 1.0, sign[sel] * np.inf, np.nan)
+            continue
+        out[sel] = (-1.0) ** (k + 1) * float(math.factorial(k)) * _hurwitz_zeta(k + 1, x[sel])
     at_inf = valid & (x == np.inf)
     out[at_inf] = sign[at_inf] * 0.0
     neg = valid & (x <= 0)
     pole = neg & (np.floor(x) == x)
     out[pole] = np.where(sign[pole] > 0, np.inf, np.nan)
     neg &= ~pole
-    for order in np.unique(m[neg]):
+    for order in np.unique(m[neg & (m <= 170)]):
         sel = neg & (m == order)
         k = int(order)
         xs = x[sel]

@@ -1,0 +1,251 @@
+"""Operators, methods and properties of ``remat.Array`` and of tracers.
+
+They are attached to both classes here (at class level: both use ``__slots__``), each one a thin
+call of the ``remat.numpy`` function of the same meaning, so eager arrays and traced values
+behave identically. ``remat.numpy`` imports this module last, when all its functions exist.
+"""
+
+import numpy as np
+
+from remat import core, lax
+from remat import numpy as jnp
+from remat.array import Array
+from remat.numpy import indexing
+
+_ACCEPTED = (int, float, complex, np.generic, np.ndarray, Array, core.Tracer)
+
+
+def _accepted(other):
+    """Operands an operator handles; anything else gets NotImplemented, so Python raises its
+    usual TypeError (or tries the other operand's reflected method)."""
+    return isinstance(other, _ACCEPTED)
+
+
+def _binary(name, reflected=False):
+    def op(self, other):
+        if not _accepted(other):
+            return NotImplemented
+        fun = getattr(jnp, name)
+        return fun(other, self) if reflected else fun(self, other)
+
+    return op
+
+
+def _equality(name, symbol):
+    def op(self, other):
+        if _accepted(other):
+            return getattr(jnp, name)(self, other)
+        # As JAX: containers are rejected rather than compared by identity.
+        if type(other) in (dict, list, set, tuple):
+            raise TypeError(f"unsupported operand type(s) for {symbol}: "
+                            f"{type(self).__name__!r} and {type(other).__name__!r}")
+        return NotImplemented
+
+    return op
+
+
+def _unary(name):
+    def op(self):
+        return getattr(jnp, name)(self)
+
+    return op
+
+
+def _divmod(self, other):
+    if not _accepted(other):
+        return NotImplemented
+    return jnp.floor_divide(self, other), jnp.remainder(self, other)
+
+
+def _rdivmod(self, other):
+    if not _accepted(other):
+        return NotImplemented
+    return jnp.floor_divide(other, self), jnp.remainder(other, self)
+
+
+def _round_operator(self, ndigits=None):
+    """``round(x)``: like Python's, no ``ndigits`` gives an integer (array)."""
+    out = jnp.round(self, ndigits or 0)
+    return out.astype(int) if ndigits is None else out
+
+
+def _getitem(self, idx):
+    return indexing.rewriting_take(self, idx)
+
+
+def _setitem(self, idx, value):
+    raise TypeError(f"{type(self).__name__!r} object does not support item assignment. JAX "
+                    f"arrays are immutable. Instead of ``x[idx] = y``, use "
+                    f"``x = x.at[idx].set(y)`` or another .at[] method: "
+                    f"https://docs.jax.dev/en/latest/_autosummary/jax.numpy.ndarray.at.html")
+
+
+def _contains(self, element):
+    return bool(jnp.any(jnp.equal(self, element)))
+
+
+def _copy(self):
+    return lax.copy(self)
+
+
+def _deepcopy(self, memo):
+    return lax.copy(self)
+
+
+_OPERATORS = {
+    "__getitem__": _getitem,
+    "__setitem__": _setitem,
+    "__contains__": _contains,
+    "__copy__": _copy,
+    "__deepcopy__": _deepcopy,
+    "__neg__": _unary("negative"),
+    "__pos__": _unary("positive"),
+    "__abs__": _unary("abs"),
+    "__invert__": _unary("invert"),
+    "__round__": _round_operator,
+    "__eq__": _equality("equal", "=="),
+    "__ne__": _equality("not_equal", "!="),
+    "__lt__": _binary("less"),
+    "__le__": _binary("less_equal"),
+    "__gt__": _binary("greater"),
+    "__ge__": _binary("greater_equal"),
+    "__divmod__": _divmod,
+    "__rdivmod__": _rdivmod,
+}
+for _name, _fun in [("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
+                    ("truediv", "true_divide"), ("floordiv", "floor_divide"),
+                    ("mod", "remainder"), ("pow", "power"), ("matmul", "matmul"),
+                    ("and", "bitwise_and"), ("or", "bitwise_or"), ("xor", "bitwise_xor")]:
+    _OPERATORS[f"__{_name}__"] = _binary(_fun)
+    _OPERATORS[f"__r{_name}__"] = _binary(_fun, reflected=True)
+
+
+# --- methods ---------------------------------------------------------------------------------
+
+
+def _astype(self, dtype, copy=False, device=None):
+    """``x`` cast to ``dtype``."""
+    return jnp.astype(self, dtype)
+
+
+def _reshape(self, *args, order="C"):
+    """``x.reshape(2, 3)`` or ``x.reshape((2, 3))``."""
+    shape = args[0] if len(args) == 1 and not isinstance(args[0], (int, np.integer)) else args
+    return jnp.reshape(self, shape, order=order)
+
+
+def _ravel(self, order="C"):
+    """``x`` as a 1-D array."""
+    return jnp.ravel(self, order=order)
+
+
+def _transpose(self, *args):
+    """``x.transpose()``, ``x.transpose(1, 0, 2)`` or ``x.transpose((1, 0, 2))``."""
+    if not args:
+        axes = None
+    elif len(args) == 1 and (args[0] is None or isinstance(args[0], (tuple, list))):
+        axes = args[0]
+    else:
+        axes = args
+    return jnp.transpose(self, axes)
+
+
+def _transpose_property(self):
+    return jnp.transpose(self)
+
+
+def _matrix_transpose_property(self):
+    ndim = core.get_aval(self).ndim
+    if ndim < 2:
+        raise ValueError(f"matrix_transpose requires at least 2 dimensions; got ndim={ndim}")
+    return jnp.swapaxes(self, -1, -2)
+
+
+def _real_property(self):
+    return jnp.real(self)
+
+
+def _imag_property(self):
+    return jnp.imag(self)
+
+
+def _itemsize_property(self):
+    return core.get_aval(self).dtype.itemsize
+
+
+def _nbytes_property(self):
+    return core.get_aval(self).nbytes
+
+
+def _at_property(self):
+    return indexing.IndexUpdateHelper(self)
+
+
+def _forward(name):
+    """A method ``x.name(*args, **kwargs)`` that is ``jnp.name(x, *args, **kwargs)``."""
+
+    def method(self, *args, **kwargs):
+        return getattr(jnp, name)(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = f"``remat.numpy.{name}`` of this array."
+    return method
+
+
+def _tracer_item(self, *args):
+    """``x.item()``: needs the concrete value (a ConcretizationTypeError under tracing)."""
+    value = core.concrete_or_error(self, "The item() method was called on a traced value.")
+    return np.asarray(value).item(*args)
+
+
+def _tracer_tolist(self):
+    value = core.concrete_or_error(self, "The tolist() method was called on a traced value.")
+    return np.asarray(value).tolist()
+
+
+_FORWARDED = ["sum", "mean", "var", "std", "max", "min", "prod", "argmax", "argmin", "all",
+              "any", "cumsum", "cumprod", "clip", "round", "conj", "conjugate", "dot",
+              "repeat", "take", "squeeze", "swapaxes", "nonzero", "sort", "argsort", "ptp",
+              "diagonal", "trace", "searchsorted"]
+
+_METHODS = {
+    "astype": _astype,
+    "reshape": _reshape,
+    "ravel": _ravel,
+    "flatten": _ravel,
+    "transpose": _transpose,
+    "copy": _copy,
+}
+
+_PROPERTIES = {
+    "T": _transpose_property,
+    "mT": _matrix_transpose_property,
+    "real": _real_property,
+    "imag": _imag_property,
+    "at": _at_property,
+}
+
+_TRACER_ONLY = {  # Array has its own versions of these
+    "item": _tracer_item,
+    "tolist": _tracer_tolist,
+    "itemsize": property(_itemsize_property),
+    "nbytes": property(_nbytes_property),
+}
+
+
+def _attach():
+    for cls in (Array, core.Tracer):
+        for name, fun in _OPERATORS.items():
+            setattr(cls, name, fun)
+        for name, fun in _METHODS.items():
+            setattr(cls, name, fun)
+        for name in _FORWARDED:
+            if hasattr(jnp, name):  # only what remat.numpy implements
+                setattr(cls, name, _forward(name))
+        for name, fun in _PROPERTIES.items():
+            setattr(cls, name, property(fun))
+    for name, value in _TRACER_ONLY.items():
+        setattr(core.Tracer, name, value)
+
+
+_attach()

@@ -1,0 +1,357 @@
+"""dot_general, dot and batch_matmul: values against NumPy, dtype rules (against JAX when it is
+installed), errors, printing, derivatives (finite differences) and vmap against a loop."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import remat
+from remat import lax
+from remat.test_util import check_grads
+
+RNG = np.random.default_rng(0)
+
+
+def _rand(shape, dtype=np.float32):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return RNG.random(shape) < 0.5
+    if dtype.kind in "iu":
+        return RNG.integers(0 if dtype.kind == "u" else -5, 6, shape).astype(dtype)
+    if dtype.kind == "c":
+        return (RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)).astype(dtype)
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def _letters(n, start=0):
+    return "abcdefghijklmnopqrstuvwxyz"[start:start + n]
+
+
+def _einsum_ref(lhs, rhs, dimension_numbers, dtype=np.float64):
+    """dot_general written as an einsum (in float64), the output ordered batch, lhs free, rhs
+    free."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    ls = list(_letters(lhs.ndim))
+    rs = list(_letters(rhs.ndim, 13))
+    for a, b in zip(lc, rc):
+        rs[b] = ls[a]
+    for a, b in zip(lb, rb):
+        rs[b] = ls[a]
+    out = [ls[d] for d in lb]
+    out += [ls[d] for d in range(lhs.ndim) if d not in lc and d not in lb]
+    out += [rs[d] for d in range(rhs.ndim) if d not in rc and d not in rb]
+    spec = f"{''.join(ls)},{''.join(rs)}->{''.join(out)}"
+    return np.einsum(spec, lhs.astype(dtype), rhs.astype(dtype))
+
+
+# (lhs shape, rhs shape, dimension numbers)
+DOT_CASES = [
+    ((3, 4), (4, 5), (((1,), (0,)), ((), ()))),  # matmul
+    ((4, 3), (4, 5), (((0,), (0,)), ((), ()))),  # lhs transposed
+    ((3, 4), (5, 4), (((1,), (1,)), ((), ()))),  # rhs transposed
+    ((4, 3), (5, 4), (((0,), (1,)), ((), ()))),  # both transposed
+    ((4,), (4,), (((0,), (0,)), ((), ()))),  # vector . vector
+    ((3, 4), (4,), (((1,), (0,)), ((), ()))),  # matrix . vector
+    ((4,), (4, 5), (((0,), (0,)), ((), ()))),  # vector . matrix
+    ((3,), (5,), (((), ()), ((), ()))),  # outer product
+    ((), (2, 3), (((), ()), ((), ()))),  # scalar times matrix
+    ((2, 3, 4), (2, 4, 5), (((2,), (1,)), ((0,), (0,)))),  # batched matmul
+    ((3, 2, 4), (4, 5, 2), (((2,), (0,)), ((1,), (2,)))),  # batch dims not leading
+    ((2, 3, 4, 5), (5, 4, 6), (((2, 3), (1, 0)), ((), ()))),  # two contracting dims, permuted
+    ((2, 3, 4), (3, 2, 5), (((1,), (0,)), ((0,), (1,)))),
+    ((2, 3, 4, 5), (2, 5, 3, 6), (((3,), (1,)), ((0, 1), (0, 2)))),  # two batch dims
+    ((2, 3, 4, 5), (3, 2, 5, 6), (((3,), (2,)), ((1, 0), (0, 1)))),  # batch dims swapped
+    ((2, 3), (2, 3), (((), ()), ((0, 1), (0, 1)))),  # elementwise product
+    ((2, 0, 3), (3, 4), (((2,), (0,)), ((), ()))),  # empty free dim
+    ((2, 0), (0, 4), (((1,), (0,)), ((), ()))),  # empty contraction: zeros
+]
+
+
+@pytest.mark.parametrize("lhs_shape,rhs_shape,dn", DOT_CASES)
+def test_dot_general_values(lhs_shape, rhs_shape, dn):
+    x, y = _rand(lhs_shape), _rand(rhs_shape)
+    out = lax.dot_general(x, y, dn)
+    expected = _einsum_ref(x, y, dn)
+    assert out.shape == expected.shape
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_dot_general_accepts_lists_and_noncontiguous_operands():
+    x = _rand((6, 8))[::2, ::2]  # strided view
+    y = _rand((4, 5)).T.copy().T  # Fortran order
+    out = lax.dot_general(x, y, [[[1], [0]], [[], []]])
+    np.testing.assert_allclose(np.asarray(out), x.astype(np.float64) @ y, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.int32, np.int8, np.uint8,
+                                   np.complex64, np.bool_])
+def test_dot_general_dtypes(dtype):
+    x, y = _rand((3, 4), dtype), _rand((4, 2), dtype)
+    out = lax.dot_general(x, y, (((1,), (0,)), ((), ())))
+    assert out.dtype == np.dtype(dtype)
+    if dtype == np.bool_:
+        expected = (x.astype(int) @ y.astype(int)) > 0
+        np.testing.assert_array_equal(np.asarray(out), expected)
+    elif dtype == np.float16:  # accumulated in float32, rounded once
+        expected = (x.astype(np.float32) @ y.astype(np.float32)).astype(np.float16)
+        np.testing.assert_array_equal(np.asarray(out), expected)
+    else:
+        expected = x.astype(np.complex128) @ y.astype(np.complex128)
+        if np.dtype(dtype).kind != "c":
+            expected = expected.real
+        np.testing.assert_allclose(np.asarray(out), expected.astype(dtype), rtol=1e-5)
+
+
+def test_preferred_element_type_accumulates_wide():
+    x = np.full((2, 64), 100, np.int8)
+    y = np.full((64, 3), 100, np.int8)
+    out = lax.dot_general(x, y, (((1,), (0,)), ((), ())), preferred_element_type=np.int32)
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(out), np.full((2, 3), 640000, np.int32))
+    out = lax.dot(x, y, preferred_element_type=np.float32)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(out), np.full((2, 3), 640000, np.float32))
+
+
+def test_preferred_element_type_narrower_int_is_an_error():
+    x = np.ones((3,), np.int32)
+    with pytest.raises(TypeError, match="`preferred_element_type` must not be narrower"):
+        lax.dot_general(x, x, (((0,), (0,)), ((), ())), preferred_element_type=np.int8)
+
+
+def test_preferred_narrower_float_is_allowed():
+    x = _rand((3,))
+    out = lax.dot_general(x, x, (((0,), (0,)), ((), ())), preferred_element_type=np.float16)
+    assert out.dtype == np.float16
+    np.testing.assert_allclose(float(out), float(x.astype(np.float64) @ x), rtol=2e-3)
+
+
+MIXED = [(np.float16, np.float32), (np.int8, np.float32), (np.int32, np.uint32),
+         (np.int8, np.uint8), (np.complex64, np.float32), (np.bool_, np.int8),
+         (np.float16, np.int32), (np.uint8, np.uint16), (np.float32, np.complex64)]
+
+
+@pytest.mark.parametrize("a,b", MIXED)
+def test_mixed_dtypes_follow_the_wider_operand(a, b):
+    x, y = _rand((2, 3), a), _rand((3, 2), b)
+    out = lax.dot_general(x, y, (((1,), (0,)), ((), ())))
+    jax = pytest.importorskip("jax")
+    expected = jax.eval_shape(
+        lambda p, q: jax.lax.dot_general(p, q, (((1,), (0,)), ((), ()))), x, y)
+    assert out.dtype == expected.dtype
+    ref = x.astype(np.complex128) @ y.astype(np.complex128)
+    np.testing.assert_allclose(np.asarray(out).astype(np.complex128), ref, rtol=1e-3)
+
+
+def test_weak_type_propagates():
+    out = lax.dot_general(2.0, 3.0, (((), ()), ((), ())))
+    assert out.aval.weak_type and float(out) == 6.0
+    out = lax.dot_general(np.float32(2.0), 3.0, (((), ()), ((), ())))
+    assert not out.aval.weak_type
+    out = lax.dot_general(2.0, 3.0, (((), ()), ((), ())), preferred_element_type=np.float32)
+    assert not out.aval.weak_type
+
+
+ERRORS = [
+    ((3, 4), (5, 6), (((1,), (0,)), ((), ())),
+     r"dot_general requires contracting dimensions to have the same shape, got \(4,\) and "
+     r"\(5,\)\."),
+    ((3, 4), (4, 6), (((2,), (0,)), ((), ())),
+     r"dot_general requires lhs dimension numbers to be nonnegative and less than the number "
+     r"of axes of the lhs value, got lhs_batch of \(\) and lhs_contracting of \(2,\) for lhs "
+     r"of rank 2"),
+    ((3, 4), (4, 6), (((1,), (-1,)), ((), ())), "rhs dimension numbers to be nonnegative"),
+    ((2, 3, 4), (2, 4), (((2,), (1,)), ((0,), ())),
+     "dot_general requires equal numbers of lhs_batch and rhs_batch dimensions"),
+    ((2, 3, 4), (3, 4, 5), (((2,), (1,)), ((0,), (0,))),
+     r"dot_general requires lhs batch dimensions and rhs batch dimensions to have the same "
+     r"shape, got \(2,\) and \(3,\)\."),
+    ((3, 2), (3, 2), (((0,), (0,)), ((1,), (0,))),
+     r"dot_general requires rhs batch dimensions to be disjoint from contracting dimensions, "
+     r"got rhs_batch \(0,\) and rhs_contracting \(0,\)\."),
+    ((3, 3), (3, 3), (((0, 0), (0, 1)), ((), ())),
+     "dot_general requires lhs contracting dimensions to be distinct"),
+    ((3, 3), (3, 3), (((), ()), ((0, 0), (0, 1))),
+     "dot_general requires lhs batch dimensions to be distinct"),
+]
+
+
+@pytest.mark.parametrize("lhs_shape,rhs_shape,dn,msg", ERRORS)
+def test_dot_general_errors(lhs_shape, rhs_shape, dn, msg):
+    with pytest.raises(TypeError, match=msg):
+        lax.dot_general(np.ones(lhs_shape, np.float32), np.ones(rhs_shape, np.float32), dn)
+
+
+def test_dot_general_errors_are_raised_while_tracing_too():
+    with pytest.raises(TypeError, match="contracting dimensions to have the same shape"):
+        remat.make_jaxpr(lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ()))))(
+            np.ones((2, 3), np.float32), np.ones((4, 2), np.float32))
+
+
+def test_malformed_dimension_numbers():
+    x = np.ones((2, 2), np.float32)
+    with pytest.raises(TypeError, match="dimension_numbers must be of the form"):
+        lax.dot_general(x, x, ((1,), (0,)))
+    with pytest.raises(TypeError, match="must be a sequence of integers"):
+        lax.dot_general(x, x, ((("a",), (0,)), ((), ())))
+
+
+def test_jaxpr_printing():
+    x, y = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    jaxpr = remat.make_jaxpr(lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ()))))(x, y)
+    text = str(jaxpr)
+    assert "c:f32[2,4] = dot_general[" in text
+    assert "dimension_numbers=(([1], [0]), ([], []))" in text
+    assert "precision=None" in text
+    assert text.rstrip().endswith("] a b\n  in (c,) }")
+    eqn = jaxpr.jaxpr.eqns[0]
+    assert eqn.params["dimension_numbers"] == (((1,), (0,)), ((), ()))
+    hash(tuple(eqn.params.items()))  # params are hashable
+
+    text = str(remat.make_jaxpr(lambda a, b: lax.dot(a, b, precision="highest",
+                                                     preferred_element_type=np.float32))(x, y))
+    assert "precision=(Precision.HIGHEST, Precision.HIGHEST)" in text
+    assert "preferred_element_type=float32" in text
+
+
+def test_precision_canonicalization():
+    from remat.lax.linalg import canonicalize_precision
+
+    P = lax.Precision
+    assert canonicalize_precision(None) is None
+    assert canonicalize_precision("highest") == (P.HIGHEST, P.HIGHEST)
+    assert canonicalize_precision("tensorfloat32") == (P.HIGH, P.HIGH)
+    assert canonicalize_precision(P.DEFAULT) == (P.DEFAULT, P.DEFAULT)
+    assert canonicalize_precision(("high", P.HIGHEST)) == (P.HIGH, P.HIGHEST)
+    with pytest.raises(ValueError, match="Precision argument must be one of"):
+        canonicalize_precision("bogus")
+    with pytest.raises(ValueError, match="Precision argument must be one of"):
+        lax.dot(np.ones(2, np.float32), np.ones(2, np.float32), precision=3)
+
+
+# --- dot and batch_matmul --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lhs_shape,rhs_shape", [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)),
+                                                 ((2, 3), (3, 4))])
+def test_dot(lhs_shape, rhs_shape):
+    x, y = _rand(lhs_shape), _rand(rhs_shape)
+    out = lax.dot(x, y)
+    np.testing.assert_allclose(np.asarray(out), np.dot(x.astype(np.float64), y), rtol=1e-5)
+
+
+def test_dot_errors_and_explicit_dimension_numbers():
+    with pytest.raises(ValueError, match="dimension_numbers must be specified"):
+        lax.dot(np.ones((2, 3, 4), np.float32), np.ones((4, 2), np.float32))
+    with pytest.raises(ValueError, match="dimension_numbers must be specified"):
+        lax.dot(np.ones((2, 3), np.float32), np.ones((4, 2), np.float32))
+    x, y = _rand((2, 3, 4)), _rand((2, 4, 5))
+    dn = (((2,), (1,)), ((0,), (0,)))
+    out = lax.dot(x, y, dimension_numbers=dn)
+    np.testing.assert_allclose(np.asarray(out), _einsum_ref(x, y, dn), rtol=1e-5)
+
+
+def test_batch_matmul():
+    x, y = _rand((2, 3, 4, 5)), _rand((2, 3, 5, 6))
+    out = lax.batch_matmul(x, y)
+    np.testing.assert_allclose(np.asarray(out), np.matmul(x.astype(np.float64), y), rtol=1e-5)
+    with pytest.raises(ValueError, match="must be at least 2D"):
+        lax.batch_matmul(np.ones(3, np.float32), np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="must have same ndim"):
+        lax.batch_matmul(x, y[0])
+
+
+# --- derivatives -----------------------------------------------------------------------------
+
+GRAD_CASES = [DOT_CASES[i] for i in (0, 1, 3, 4, 6, 7, 8, 10, 11, 14, 15)]
+
+
+@pytest.mark.parametrize("lhs_shape,rhs_shape,dn", GRAD_CASES)
+def test_dot_general_grads(lhs_shape, rhs_shape, dn):
+    x, y = _rand(lhs_shape), _rand(rhs_shape)
+    check_grads(lambda a, b: lax.dot_general(a, b, dn), (x, y), order=2, modes=("fwd", "rev"))
+
+
+def test_dot_general_grad_against_analytic():
+    x, y = _rand((3, 4)), _rand((4, 5))
+    ct = _rand((3, 5))
+    out, pullback = remat.vjp(lambda a, b: lax.dot(a, b), x, y)
+    gx, gy = pullback(ct)
+    np.testing.assert_allclose(np.asarray(gx), ct @ y.T, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(gy), x.T @ ct, rtol=1e-5, atol=1e-6)
+    _, t = remat.jvp(lambda a, b: lax.dot(a, b), (x, y), (ct[:, :4], y))
+    np.testing.assert_allclose(np.asarray(t), ct[:, :4] @ y + x @ y, rtol=1e-5, atol=1e-5)
+
+
+def test_grad_of_mixed_dtypes_keeps_operand_dtypes():
+    x = _rand((3, 4), np.float16)
+    y = _rand((4, 2), np.float32)
+    out, pullback = remat.vjp(lambda a, b: lax.dot(a, b), x, y)
+    assert out.dtype == np.float32
+    gx, gy = pullback(np.ones((3, 2), np.float32))
+    assert gx.dtype == np.float16 and gy.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(gx, np.float32), np.ones((3, 2)) @ y.T, rtol=1e-2)
+    np.testing.assert_allclose(np.asarray(gy), x.astype(np.float32).T @ np.ones((3, 2)),
+                               rtol=1e-5)
+
+
+def test_grad_with_integer_operand():
+    x = _rand((3, 4))
+    k = _rand((4, 2), np.int32)
+    g = remat.grad(lambda a: lax.reduce_sum(lax.dot(a, k), (0, 1)))(x)
+    np.testing.assert_allclose(np.asarray(g), np.ones((3, 2)) @ k.T.astype(np.float32))
+
+
+def test_transposed_jaxpr_uses_dot_general():
+    x, y = _rand((3, 4)), _rand((4, 5))
+    text = str(remat.make_jaxpr(remat.grad(
+        lambda a, b: lax.reduce_sum(lax.dot(a, b), (0, 1))))(x, y))
+    assert text.count("dot_general") == 2  # forward and the lhs cotangent
+
+
+# --- vmap ------------------------------------------------------------------------------------
+
+
+def _insert(shape, axis, size):
+    return shape[:axis] + (size,) + shape[axis:]
+
+
+def _check_vmap(f, args, in_axes):
+    size = next(a.shape[ax] for a, ax in zip(args, in_axes) if ax is not None)
+    out = remat.vmap(f, in_axes=in_axes)(*args)
+    expected = np.stack([
+        np.asarray(f(*[a if ax is None else np.take(a, i, axis=ax)
+                       for a, ax in zip(args, in_axes)])) for i in range(size)])
+    assert out.shape == expected.shape
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-5)
+
+
+VMAP_CASES = [DOT_CASES[i] for i in (0, 1, 4, 7, 8, 10, 13)]
+
+
+@pytest.mark.parametrize("lhs_shape,rhs_shape,dn", VMAP_CASES)
+def test_dot_general_vmap(lhs_shape, rhs_shape, dn):
+    f = lambda a, b: lax.dot_general(a, b, dn)
+    size = 3
+    for la, rb in itertools.product(range(len(lhs_shape) + 1), range(len(rhs_shape) + 1)):
+        xb = _rand(_insert(lhs_shape, la, size))
+        yb = _rand(_insert(rhs_shape, rb, size))
+        _check_vmap(f, (xb, yb), (la, rb))
+        _check_vmap(f, (xb, _rand(rhs_shape)), (la, None))
+        _check_vmap(f, (_rand(lhs_shape), yb), (None, rb))
+
+
+def test_nested_vmap_and_vmap_of_grad():
+    x, y = _rand((2, 3, 4, 5)), _rand((5, 6, 2))
+    f = lambda a, b: lax.dot(a, b)
+    out = remat.vmap(remat.vmap(f, in_axes=(1, None)), in_axes=(0, 2))(x, y)
+    expected = np.einsum("oimj,jco->omic", x.astype(np.float64), y)
+    assert out.shape == expected.shape
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-5)
+
+    g = remat.grad(lambda a, b: lax.dot(a, b))
+    xs, ys = _rand((4, 3)), _rand((4, 3))
+    out = remat.vmap(g)(xs, ys)
+    np.testing.assert_allclose(np.asarray(out), ys, rtol=1e-6)
