@@ -104,12 +104,18 @@ def plan_for(jaxpr):
     return plan
 
 
-def evaluate(closed, *bufs):
-    """Run a ClosedJaxpr on NumPy buffers (consts are prepended as inputs)."""
-    from remat.interpreters.partial_eval import convert_constvars_jaxpr
+_closed_plans = weakref.WeakKeyDictionary()
 
-    if closed.consts:
-        jaxpr = convert_constvars_jaxpr(closed.jaxpr)
+
+def evaluate(closed, *bufs):
+    """Run a ClosedJaxpr (whose consts are concrete) on NumPy buffers."""
+    if not closed.consts:
+        return plan_for(closed.jaxpr).run(bufs)
+    entry = _closed_plans.get(closed)
+    if entry is None:
+        from remat.interpreters.partial_eval import convert_constvars_jaxpr
+
         consts = [getattr(c, "_buf", c) for c in closed.consts]
-        return Plan(jaxpr).run(consts + list(bufs))
-    return plan_for(closed.jaxpr).run(bufs)
+        entry = _closed_plans[closed] = (Plan(convert_constvars_jaxpr(closed.jaxpr)), consts)
+    plan, consts = entry
+    return plan.run(consts + list(bufs))

@@ -8,3 +8,4 @@ from remat.lax.linalg import *
 from remat.lax.convolution import *
 from remat.lax.slicing import *
 from remat.lax.sorting import *
+from remat.lax.control_flow import *
