@@ -161,12 +161,17 @@ def promote_types(a, b):
     return canonicalize_dtype(_join((_node(a, False), _node(b, False))))
 
 
-def result_type_of(avals_or_pairs):
-    """Result (dtype, weak_type) of a list of ``(dtype, weak_type)`` pairs."""
-    nodes = tuple(sorted({_node(d, w) for d, w in avals_or_pairs}, key=str))
+def result_type_of(pairs):
+    """Result (dtype, weak_type) of a sequence of ``(dtype, weak_type)`` pairs."""
+    return _result_type_cached(tuple(pairs), config.enable_x64)
+
+
+@functools.lru_cache(maxsize=4096)
+def _result_type_cached(pairs, x64):
+    nodes = tuple(sorted({_node(d, w) for d, w in pairs}, key=str))
     node = nodes[0] if len(nodes) == 1 else _join(nodes)
     if node in _WEAK:
-        dtypes = [np.dtype(d) for d, w in avals_or_pairs if _node(d, w) == node]
+        dtypes = [np.dtype(d) for d, w in pairs if _node(d, w) == node]
         return canonicalize_dtype(dtypes[0] if dtypes else _weak_node_dtype(node)), True
     return canonicalize_dtype(node), False
 
