@@ -15,7 +15,7 @@ from remat.api_util import (
     static_key,
 )
 from remat.config import config
-from remat.core import ClosedJaxpr, Primitive, Tracer
+from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Primitive, Tracer, Var
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
 from remat.tree_util import tree_flatten, tree_unflatten
@@ -25,7 +25,7 @@ jit_p.multiple_results = True
 
 
 def _jit_impl(*args, name, jaxpr):
-    return exec.plan_for(jaxpr.jaxpr).run(args)
+    return exec.evaluate(jaxpr, *args)
 
 
 def _jit_abstract_eval(*avals, jaxpr, name):
@@ -109,11 +109,43 @@ def _jit_dce(used_outputs, eqn):
     return used_inputs, new_eqn
 
 
+def _jit_pe_custom(eqn, unknowns, policy, unsaveable):
+    """A jit inside a checkpoint being split: split its jaxpr with the same policy."""
+    from remat.ad_checkpoint import name_p, split_call_eqn
+
+    if eqn.params["jaxpr"].consts:
+        return recompute_whole_rule(eqn, unknowns, policy, unsaveable)
+    split = pe.partial_eval_jaxpr_custom(eqn.params["jaxpr"].jaxpr, unknowns, policy, name_p,
+                                         stage_known_outputs=True)
+    if any(split.offloaded):
+        return recompute_whole_rule(eqn, unknowns, policy, unsaveable)
+    params = dict(name=eqn.params["name"])
+    return split_call_eqn(eqn, unknowns, split, jit_p, params, dict(params))
+
+
+def recompute_whole_rule(eqn, unknowns, policy, unsaveable):
+    """For a primitive with sub-jaxprs inside a checkpoint: the known outputs come from the
+    known half of a known/unknown split (its residuals dropped); the staged side reruns the
+    whole equation, so nothing inside it is saved."""
+    in_vars = [Var(v.aval) for v in eqn.invars]
+    inner = eqn.replace(invars=[nv if type(v) is Var else v
+                                for v, nv in zip(eqn.invars, in_vars)])
+    single = ClosedJaxpr(Jaxpr([], in_vars, inner.outvars, [inner]), [])
+    known, _, out_uk, num_res = pe.partial_eval_jaxpr_nounits(single, tuple(unknowns), False)
+    n_known_out = len(known.out_avals) - num_res
+    known, _ = pe.dce_closed_jaxpr(known, [True] * n_known_out + [False] * num_res)
+    eqn_known = JaxprEqn([v for v, u in zip(eqn.invars, unknowns) if not u],
+                         [v for v, u in zip(eqn.outvars, out_uk) if not u], jit_p,
+                         dict(name=eqn.primitive.name, jaxpr=known), eqn.source_info)
+    return eqn_known, eqn, out_uk, [True] * len(eqn.outvars), []
+
+
 ad.primitive_jvps[jit_p] = _jit_jvp
 ad.primitive_transposes[jit_p] = _jit_transpose
 pe.partial_eval_rules[jit_p] = _jit_partial_eval
 batching.primitive_batchers[jit_p] = _jit_batch
 pe.dce_rules[jit_p] = _jit_dce
+pe.partial_eval_jaxpr_custom_rules[jit_p] = _jit_pe_custom
 
 
 # --- the user wrapper ------------------------------------------------------------------------

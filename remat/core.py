@@ -548,16 +548,22 @@ def eval_jaxpr(jaxpr, consts, *args):
     for v, x in zip(jaxpr.invars, args):
         env[v] = x
     free_plan = jaxpr.free_plan()
-    for eqn, frees in zip(jaxpr.eqns, free_plan):
-        invals = [v.val if type(v) is Literal else env[v] for v in eqn.invars]
-        outs = eqn.primitive.bind(*invals, **eqn.params)
-        if eqn.primitive.multiple_results:
-            for v, x in zip(eqn.outvars, outs):
-                env[v] = x
-        else:
-            env[eqn.outvars[0]] = outs
-        for v in frees:
-            env.pop(v, None)
+    saved_info = source_info._override
+    try:
+        for eqn, frees in zip(jaxpr.eqns, free_plan):
+            invals = [v.val if type(v) is Literal else env[v] for v in eqn.invars]
+            if eqn.source_info is not None:
+                source_info._override = eqn.source_info
+            outs = eqn.primitive.bind(*invals, **eqn.params)
+            if eqn.primitive.multiple_results:
+                for v, x in zip(eqn.outvars, outs):
+                    env[v] = x
+            else:
+                env[eqn.outvars[0]] = outs
+            for v in frees:
+                env.pop(v, None)
+    finally:
+        source_info._override = saved_info
     return [v.val if type(v) is Literal else env[v] for v in jaxpr.outvars]
 
 

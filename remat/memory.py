@@ -9,9 +9,10 @@ for everything remat allocates.
 
 import numpy as np
 
-_owners = {}  # id(owning ndarray) -> [number of holders, nbytes]
+_owners = {}  # id(owning ndarray) -> [number of holders, nbytes, is_host]
 _live = 0
 _peak = 0
+_host = 0  # bytes of offloaded buffers (memory-mapped files), outside the working set
 
 
 def _owner(buf):
@@ -22,34 +23,47 @@ def _owner(buf):
 
 
 def track(buf):
-    """Count ``buf`` (an ndarray) as held by one more holder."""
-    global _live, _peak
+    """Count ``buf`` (an ndarray) as held by one more holder. Memory-mapped buffers (offloaded
+    residuals) count as host bytes, not live working memory."""
+    global _live, _peak, _host
     owner = _owner(buf)
     entry = _owners.get(id(owner))
     if entry is None:
         nbytes = owner.nbytes
-        _owners[id(owner)] = [1, nbytes]
-        _live += nbytes
-        if _live > _peak:
-            _peak = _live
+        is_host = isinstance(owner, np.memmap)
+        _owners[id(owner)] = [1, nbytes, is_host]
+        if is_host:
+            _host += nbytes
+        else:
+            _live += nbytes
+            if _live > _peak:
+                _peak = _live
     else:
         entry[0] += 1
 
 
 def untrack(buf):
     """One holder of ``buf`` let go of it; the bytes are freed when the last one does."""
-    global _live
+    global _live, _host
     key = id(_owner(buf))
     entry = _owners[key]
     entry[0] -= 1
     if entry[0] == 0:
         del _owners[key]
-        _live -= entry[1]
+        if entry[2]:
+            _host -= entry[1]
+        else:
+            _live -= entry[1]
 
 
 def live_bytes():
     """Bytes of all buffers currently held by remat arrays and executor buffers."""
     return _live
+
+
+def host_bytes():
+    """Bytes of residuals offloaded out of working memory (to memory-mapped files)."""
+    return _host
 
 
 def peak_bytes():

@@ -31,8 +31,15 @@ def _is_internal(filename):
     return hit
 
 
+_override = None  # set while re-evaluating an equation, so derived equations keep its origin
+
+
 def current():
-    """The innermost frame outside remat, or None."""
+    """The user's source location for a new equation: the equation being re-evaluated, if
+    any (so transformed jaxprs keep the user's lines), else the innermost frame outside
+    remat."""
+    if _override is not None:
+        return _override
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
@@ -44,3 +51,22 @@ def current():
 
 def summarize(info):
     return "unknown" if info is None else str(info)
+
+
+class override:
+    """Context manager: equations created inside are attributed to ``info``."""
+
+    __slots__ = ("info", "prev")
+
+    def __init__(self, info):
+        self.info = info
+
+    def __enter__(self):
+        global _override
+        self.prev = _override
+        if self.info is not None:
+            _override = self.info
+
+    def __exit__(self, *exc):
+        global _override
+        _override = self.prev

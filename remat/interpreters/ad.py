@@ -340,7 +340,12 @@ def _transpose_eqn(eqn, linear_vars, read, ct_env):
 def transpose_jaxpr(closed, linear, nonzero_cts):
     """The transpose of ``closed`` with respect to its ``linear`` inputs: a jaxpr taking the
     non-linear inputs, then cotangents of the ``nonzero_cts`` outputs, and returning the
-    cotangents of the linear inputs (zeros instantiated)."""
+    cotangents of the linear inputs (zeros instantiated).
+
+    ``closed`` is first partially evaluated with the non-linear inputs known, so equations
+    mixing primal and tangent work (a jvp'd scan, a checkpoint's recomputation) are split and
+    their primal parts run forward inside the transposed jaxpr.
+    """
     from remat.interpreters import partial_eval as pe
 
     in_avals = closed.in_avals
@@ -348,12 +353,19 @@ def transpose_jaxpr(closed, linear, nonzero_cts):
     ct_avals = [a.to_tangent_aval() for a, nz in zip(closed.out_avals, nonzero_cts) if nz]
 
     def fun(*args):
-        res, cts = iter(args[:len(res_avals)]), iter(args[len(res_avals):])
-        primal_args = [UndefinedPrimal(a) if lin else next(res)
-                       for a, lin in zip(in_avals, linear)]
-        cts_out = [next(cts) if nz else Zero(a.to_tangent_aval())
-                   for a, nz in zip(closed.out_avals, nonzero_cts)]
-        cts_in = backward_pass(closed.jaxpr, closed.consts, primal_args, cts_out)
-        return [instantiate_zeros(c) for c, lin in zip(cts_in, linear) if lin]
+        res, cts = iter(args[:len(res_avals)]), args[len(res_avals):]
+        with core.new_trace(pe.PartialEvalTrace) as trace:
+            primal_args = [trace.new_arg(a) if lin else next(res)
+                           for a, lin in zip(in_avals, linear)]
+            outs = core.eval_jaxpr(closed.jaxpr, closed.consts, *primal_args)
+            flows = [nz and pe.is_unknown(trace, o) for o, nz in zip(outs, nonzero_cts)]
+            lin_closed = trace.to_jaxpr([o for o, f in zip(outs, flows) if f])
+        ct_iter = iter(cts)
+        cts_out = [next(ct_iter) if nz else None for nz in nonzero_cts]
+        cts_out = [c for c, f in zip(cts_out, flows) if f]
+        lin_args = [UndefinedPrimal(a) for a in lin_closed.in_avals]
+        cts_in = backward_pass(lin_closed.jaxpr, list(lin_closed.consts), lin_args, cts_out,
+                               consume_consts=True)
+        return [instantiate_zeros(c) for c in cts_in]
 
     return pe.trace_to_jaxpr(fun, res_avals + ct_avals, closed.jaxpr.debug_info)

@@ -6,6 +6,8 @@ literals when they are scalars. Partial evaluation (known/unknown, policies) and
 elimination build on it.
 """
 
+from typing import NamedTuple
+
 from remat import core
 from remat.core import (
     ClosedJaxpr,
@@ -235,3 +237,149 @@ def dce_closed_jaxpr(closed, used_outputs=None, prune_inputs=False):
     keep = set(new.constvars)
     live_consts = [c for v, c in zip(closed.jaxpr.constvars, closed.consts) if v in keep]
     return ClosedJaxpr(new, live_consts), used_inputs
+
+
+# --- policy-aware partial evaluation of jaxprs (checkpoint) ----------------------------------
+
+# prim -> rule(eqn, unknowns, policy, unsaveable) -> (eqn_known | None, eqn_staged | None,
+#                                                    out_unknowns, out_inst, residuals)
+# for primitives holding sub-jaxprs that should be split (rather than staged whole).
+partial_eval_jaxpr_custom_rules = {}
+
+
+class Offloadable:
+    """A policy answer: save the value, but move it out of working memory (``src`` to
+    ``dst``) until the backward pass needs it."""
+
+    __slots__ = ("src", "dst")
+
+    def __init__(self, src="device", dst="pinned_host"):
+        self.src, self.dst = src, dst
+
+    def __repr__(self):
+        return f"Offloadable(src={self.src!r}, dst={self.dst!r})"
+
+    def __bool__(self):
+        return True
+
+
+def _policy_decision(policy, eqn, unsaveable):
+    if any(v in unsaveable for v in eqn.outvars):
+        return False
+    return policy(eqn.primitive, *[v.aval for v in eqn.invars], **eqn.params)
+
+
+def _unsaveable_by_name(jaxpr, policy, name_p):
+    """Values tagged by a ``name`` the policy refuses may not be saved under any alias:
+    the name's input (and the chain of names above it) is unsaveable too."""
+    refused = set()
+    producers = {}
+    for eqn in jaxpr.eqns:
+        for v in eqn.outvars:
+            producers[v] = eqn
+    for eqn in reversed(jaxpr.eqns):
+        if eqn.primitive is name_p and (
+                eqn.outvars[0] in refused or
+                not policy(name_p, *[v.aval for v in eqn.invars], **eqn.params)):
+            refused.add(eqn.outvars[0])
+            src = eqn.invars[0]
+            if type(src) is Var:
+                refused.add(src)
+    return refused
+
+
+class CustomSplit(NamedTuple):
+    known: Jaxpr  # known inputs -> known outputs + residuals
+    staged: Jaxpr  # residuals + unknown inputs -> staged outputs
+    out_unknowns: list
+    out_staged: list  # which outputs the staged jaxpr returns (unknown, or recomputed)
+    residuals: list
+    offloaded: list  # per residual: moved out of working memory until the backward pass
+
+
+def partial_eval_jaxpr_custom(jaxpr, in_unknowns, policy, name_p=None,
+                              stage_known_outputs=False):
+    """Split ``jaxpr`` (no constvars) for a checkpoint with ``policy``.
+
+    Known equations go to the known jaxpr. A known value may be saved for the backward pass
+    only if the policy allows it; otherwise its equation is also copied into the staged jaxpr
+    and recomputed there. Unknown equations are staged. Returns ``(known, staged,
+    out_unknowns, residuals, offloaded)``: ``known`` maps the known inputs to the known outputs
+    followed by the residuals; ``staged`` maps the residuals followed by the unknown inputs to
+    the unknown outputs (with ``stage_known_outputs``, also the known outputs it recomputes
+    anyway, so an enclosing split need not save them); both are dead-code eliminated, so the
+    residuals are exactly the saved values the backward pass uses.
+    """
+    assert not jaxpr.constvars
+    unsaveable = _unsaveable_by_name(jaxpr, policy, name_p) if name_p else set()
+    unknown, inst = set(), set()
+    for v, u in zip(jaxpr.invars, in_unknowns):
+        if u:
+            unknown.add(v)
+            inst.add(v)
+    residuals = []  # known vars the staged side reads
+    res_set = set()
+    offload = set()
+    known_eqns, staged_eqns = [], []
+
+    def need(v):
+        if type(v) is Var and v not in inst and v not in res_set:
+            res_set.add(v)
+            residuals.append(v)
+
+    for eqn in jaxpr.eqns:
+        uks = [type(v) is Var and v in unknown for v in eqn.invars]
+        rule = partial_eval_jaxpr_custom_rules.get(eqn.primitive)
+        if any(uks) and rule is not None:
+            eqn_known, eqn_staged, out_uk, out_inst, res = rule(eqn, uks, policy, unsaveable)
+            if eqn_known is not None:
+                known_eqns.append(eqn_known)
+            if eqn_staged is not None:
+                for v in eqn_staged.invars:
+                    if v not in res:
+                        need(v)
+                staged_eqns.append(eqn_staged)
+            for v in res:
+                if v not in res_set:
+                    res_set.add(v)
+                    residuals.append(v)
+            for v, u, i in zip(eqn.outvars, out_uk, out_inst):
+                if u:
+                    unknown.add(v)
+                if i:
+                    inst.add(v)
+        elif any(uks):
+            for v in eqn.invars:
+                need(v)
+            staged_eqns.append(eqn)
+            unknown.update(eqn.outvars)
+            inst.update(eqn.outvars)
+        else:
+            known_eqns.append(eqn)
+            decision = _policy_decision(policy, eqn, unsaveable) or has_effects(eqn)
+            if not decision:
+                staged_eqns.append(eqn)  # recomputed on the backward pass
+                for v in eqn.invars:
+                    need(v)
+                inst.update(eqn.outvars)
+            elif isinstance(decision, Offloadable):
+                offload.update(eqn.outvars)
+    out_unknowns = [type(v) is Var and v in unknown for v in jaxpr.outvars]
+    out_staged = [u or (stage_known_outputs and type(v) is Var and v in inst)
+                  for v, u in zip(jaxpr.outvars, out_unknowns)]
+    staged_out = [v for v, st in zip(jaxpr.outvars, out_staged) if st]
+    # residuals must be in the staged jaxpr's inputs before DCE decides which are used
+    staged_eqns_final = staged_eqns
+    staged_invars = residuals + [v for v, u in zip(jaxpr.invars, in_unknowns) if u]
+    staged = Jaxpr([], staged_invars, staged_out, staged_eqns_final, jaxpr.debug_info)
+    staged, used = dce_jaxpr(staged)
+    used_res = used[:len(residuals)]
+    residuals = [r for r, u in zip(residuals, used_res) if u]
+    staged = Jaxpr([], residuals + staged.invars[len(used_res):], staged.outvars, staged.eqns,
+                   jaxpr.debug_info)
+    known_outs = [v for v, u in zip(jaxpr.outvars, out_unknowns) if not u]
+    known = Jaxpr([], [v for v, u in zip(jaxpr.invars, in_unknowns) if not u],
+                  known_outs + residuals, known_eqns, jaxpr.debug_info)
+    known, _ = dce_jaxpr(known)
+    return CustomSplit(known, staged, out_unknowns, out_staged, residuals,
+                       [r in offload for r in residuals])

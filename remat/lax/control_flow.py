@@ -10,11 +10,18 @@ the rules like any operand.
 import numpy as np
 
 from remat import core, dtypes, exec, lax, memory
-from remat.api_util import flatten_fun_nokwargs, fun_name
+from remat.api_util import arg_names, flatten_fun_nokwargs, fun_name
+from remat.call import recompute_whole_rule
 from remat.core import ClosedJaxpr, Jaxpr, Literal, Primitive, Var
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
-from remat.tree_util import tree_flatten, tree_structure, tree_unflatten
+from remat.tree_util import (
+    keystr,
+    tree_flatten,
+    tree_flatten_with_path,
+    tree_structure,
+    tree_unflatten,
+)
 
 __all__ = [
     "cond",
@@ -66,6 +73,13 @@ def _with_extra_invars(closed, avals, position):
     invars = j.invars[:position] + extra + j.invars[position:]
     return ClosedJaxpr(Jaxpr(j.constvars, invars, j.outvars, j.eqns, j.debug_info),
                        closed.consts)
+
+
+def _live_consts(closed, new_jaxpr):
+    """The consts of ``closed`` that ``new_jaxpr`` (a DCE of it, which drops dead
+    constvars) still reads, in its constvar order."""
+    vals = dict(zip(closed.jaxpr.constvars, closed.consts))
+    return [vals[v] for v in new_jaxpr.constvars]
 
 
 def _zeros(aval):
@@ -202,7 +216,7 @@ def _cond_dce(used_outputs, eqn):
         new.append(j)
         used_in = _or(used_in, u)
     pruned = tuple(ClosedJaxpr(Jaxpr(j.constvars, [v for v, u in zip(j.invars, used_in) if u],
-                                     j.outvars, j.eqns, j.debug_info), b.consts)
+                                     j.outvars, j.eqns, j.debug_info), _live_consts(b, j))
                    for j, b in zip(new, branches))
     new_eqn = eqn.replace(invars=[eqn.invars[0]] + [v for v, u in zip(eqn.invars[1:], used_in)
                                                     if u],
@@ -216,24 +230,38 @@ ad.primitive_transposes[cond_p] = _cond_transpose
 pe.partial_eval_rules[cond_p] = _cond_partial_eval
 batching.primitive_batchers[cond_p] = _cond_batch
 pe.dce_rules[cond_p] = _cond_dce
+pe.partial_eval_jaxpr_custom_rules[cond_p] = recompute_whole_rule
 
 
-def _join_branch_outputs(traced, names):
-    """Check the branches return the same types; weak types are joined to strong ones."""
+def _leaf_paths(tree):
+    """``keystr`` of every leaf of a tree structure (``''`` for a bare leaf)."""
+    dummy = tree_unflatten(tree, [0] * tree.num_leaves)
+    return [keystr(path) for path, _ in tree_flatten_with_path(dummy)[0]]
+
+
+def _join_branch_outputs(traced, names, kind):
+    """Check the branches return the same types (JAX's messages); weak types are joined to
+    strong ones. ``names`` are in the order the user wrote the branches."""
     trees = [t[2] for t in traced]
-    if any(t != trees[0] for t in trees[1:]):
-        listing = "\n".join(f"  {n} output: {t}" for n, t in zip(names, trees))
-        raise TypeError(f"{' and '.join(names)} must have identical output structure, got\n"
-                        f"{listing}")
+    for name, tree in zip(names[1:], trees[1:]):
+        if tree != trees[0]:
+            raise TypeError(
+                f"{kind} branch outputs must have the same pytree structure, but they differ:"
+                f"\n\n{names[0]} output is {trees[0]} but {name} output is {tree}.\n\n"
+                f"Revise {names[0]} and/or {name} so that they have the same pytree structure.")
     avals = [t[0].out_avals for t in traced]
-    for k, first in enumerate(avals[0]):
-        for other in avals[1:]:
-            a = other[k]
-            if a.shape != first.shape or a.dtype != first.dtype:
-                listing = ", ".join(f"{n} output {_type_str(av[k])}"
-                                    for n, av in zip(names, avals))
-                raise TypeError(f"{' and '.join(names)} must have identical types: "
-                                f"output {k} differs ({listing}).")
+    paths = _leaf_paths(trees[0])
+    for name, other in zip(names[1:], avals[1:]):
+        for path, a, b in zip(paths, avals[0], other):
+            what = "shapes" if a.shape != b.shape else "dtypes" if a.dtype != b.dtype else None
+            if what:
+                at = f" at path {path}" if path else ""
+                raise TypeError(
+                    f"{kind} branches must have equal output types but they differ.\n\n"
+                    f"The output of {names[0]}{at} has type {_type_str(a)} but the "
+                    f"corresponding output of {name} has type {_type_str(b)}, so the {what} "
+                    f"do not match.\n\nRevise {names[0]} and/or {name} so that all output "
+                    f"types match.")
     return [all(av[k].weak_type for av in avals) for k in range(len(avals[0]))]
 
 
@@ -243,36 +271,43 @@ def switch(index, branches, *operands):
     if not branches:
         raise ValueError("Empty branch sequence")
     index_aval = core.get_aval(index)
-    if index_aval.shape != () or index_aval.dtype.kind not in "iub":
-        raise TypeError(f"switch index must be a scalar integer, got {index_aval.str_short()}")
+    if index_aval.shape != ():
+        raise TypeError(f"Branch index must be scalar, got {index} of shape "
+                        f"{index_aval.shape}.")
+    if index_aval.dtype.kind not in "iu":
+        raise TypeError(f"Index type must be an integer, got {index} as "
+                        f"{index_aval.dtype.name}")
     index = lax.convert_element_type(index, np.int32)
     if len(branches) > 1:
         index = lax.clamp(np.int32(0), index, np.int32(len(branches) - 1))
-    return _bind_branches(index, branches, operands,
-                          [f"branch {i}" for i in range(len(branches))])
+    names = [f"branch {i}" for i in range(len(branches))]
+    return _bind_branches(index, branches, operands, names, names, "switch")
 
 
 def cond(pred, true_fun, false_fun, *operands):
     """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, staged as one
-    primitive so it can be traced, batched and differentiated."""
+    primitive so it can be traced, batched and differentiated. A numeric ``pred`` is true
+    when nonzero."""
     aval = core.get_aval(pred)
     if aval.shape != ():
         raise TypeError(f"Pred must be a scalar, got {pred!r} of shape {aval.shape}.")
     if aval.dtype.kind not in "biuf":
         raise TypeError(f"Pred type must be either boolean or number, got {aval.dtype}.")
-    if aval.dtype.kind == "f":
-        pred = lax.ne(pred, 0.0)
+    if aval.dtype.kind != "b":
+        pred = lax.ne(pred, lax.convert_element_type(0, aval.dtype))
     index = lax.convert_element_type(pred, np.int32)
-    return _bind_branches(index, [false_fun, true_fun], operands, ["false_fun", "true_fun"])
+    return _bind_branches(index, [false_fun, true_fun], operands, ["false_fun", "true_fun"],
+                          ["true_fun", "false_fun"], "cond")
 
 
-def _bind_branches(index, funs, operands, names):
+def _bind_branches(index, funs, operands, names, user_order, kind):
     flat_ops, in_tree = tree_flatten(tuple(operands))
     avals = [core.get_aval(x) for x in flat_ops]
-    traced = [_trace(f, in_tree, avals, "cond") for f in funs]
-    weak = _join_branch_outputs(traced, names)
+    traced = [_trace(f, in_tree, avals, kind) for f in funs]
+    by_name = dict(zip(names, traced))
+    weak = _join_branch_outputs([by_name[n] for n in user_order], user_order, kind)
     if any(a.weak_type != w for t in traced for a, w in zip(t[0].out_avals, weak)):
-        traced = [_trace(_strengthen(f, weak), in_tree, avals, "cond") for f in funs]
+        traced = [_trace(_strengthen(f, weak), in_tree, avals, kind) for f in funs]
     consts = [c for t in traced for c in t[1]]
     n_consts = [len(t[1]) for t in traced]
     jaxprs = []
@@ -434,12 +469,12 @@ def _scan_partial_eval(trace, args, params):
     kj = known.jaxpr
     hoisted = Jaxpr(kj.constvars, kj.invars[:n_kc],
                     [v for v, inv in zip(res_vars, invariant) if inv], kj.eqns)
-    hoisted, _ = pe.dce_jaxpr(hoisted)
-    body_known, _ = pe.dce_jaxpr(kj, [True] * n_known_out + [not inv for inv in invariant])
-    body_known = ClosedJaxpr(body_known, known.consts)
+    # DCE drops dead constvars: keep the consts aligned with the ones that remain
+    hoisted, _ = pe.dce_closed_jaxpr(ClosedJaxpr(hoisted, known.consts))
+    body_known, _ = pe.dce_closed_jaxpr(
+        known, [True] * n_known_out + [not inv for inv in invariant])
     with core.set_current_trace(trace.parent):
-        inv_res = core.eval_jaxpr(hoisted, known.consts, *known_consts) if any(invariant) \
-            else []
+        inv_res = _run(hoisted, *known_consts) if any(invariant) else []
         known_outs = scan_p.bind(*known_consts, *known_carry, *known_xs, jaxpr=body_known,
                                  num_consts=n_kc, num_carry=n_kcarry,
                                  length=params["length"], reverse=params["reverse"],
@@ -565,7 +600,7 @@ def _scan_dce(used_outputs, eqn):
     new_eqn = eqn.replace(
         invars=[v for v, k in zip(eqn.invars, keep_in) if k],
         outvars=[v for v, k in zip(eqn.outvars, used_carry + used_ys) if k],
-        params=dict(p, jaxpr=ClosedJaxpr(new_j, jaxpr.consts), num_consts=sum(used_c),
+        params=dict(p, jaxpr=ClosedJaxpr(new_j, _live_consts(jaxpr, j)), num_consts=sum(used_c),
                     num_carry=sum(used_carry)))
     return keep_in, new_eqn
 
@@ -575,27 +610,48 @@ ad.primitive_transposes[scan_p] = _scan_transpose
 pe.partial_eval_rules[scan_p] = _scan_partial_eval
 batching.primitive_batchers[scan_p] = _scan_batch
 pe.dce_rules[scan_p] = _scan_dce
+pe.partial_eval_jaxpr_custom_rules[scan_p] = recompute_whole_rule
 
 
-def _carry_mismatch(in_tree, out_tree, in_avals, out_avals, what):
+def _carry_names(fun, init_tree):
+    """Names of the carry's leaves as the user's function calls them (``c``, ``c[0]``)."""
+    dummy = tree_unflatten(init_tree, [0] * init_tree.num_leaves)
+    try:
+        names = arg_names(fun, (dummy,), {})
+    except (TypeError, ValueError):
+        names = []
+    if len(names) != init_tree.num_leaves:
+        names = [f"carry{p}" for p in _leaf_paths(init_tree)]
+    return names
+
+
+def _carry_mismatch(fun, in_tree, out_tree, in_avals, out_avals, what):
+    """JAX's errors for a loop body whose carry output differs from its carry input."""
     if in_tree != out_tree:
         raise TypeError(f"{what} function carry input and carry output must have the same "
-                        f"pytree structure, but they differ:\n  * the input carry is "
-                        f"{in_tree}\n  * the output carry is {out_tree}")
+                        f"pytree structure, but they differ:\n\nThe input carry is {in_tree} "
+                        f"but the carry output is {out_tree}.\n\nRevise the function so that "
+                        f"the carry output has the same pytree structure as the carry input.")
     problems = []
-    for k, (a, b) in enumerate(zip(in_avals, out_avals)):
-        if a.shape != b.shape:
-            problems.append(f"  * the input carry component {k} has type {_type_str(a)} but "
-                            f"the corresponding output carry component has type "
-                            f"{_type_str(b)}, so the shapes do not match")
-        elif a.dtype != b.dtype:
-            problems.append(f"  * the input carry component {k} has type {_type_str(a)} but "
-                            f"the corresponding output carry component has type "
-                            f"{_type_str(b)}, so the dtypes do not match")
-    if problems:
-        raise TypeError(f"{what} function carry input and carry output must have equal types "
-                        f"(e.g. shapes and dtypes of arrays), but they differ:\n\n"
-                        + "\n".join(problems))
+    for name, a, b in zip(_carry_names(fun, in_tree), in_avals, out_avals):
+        what_differs = "shapes" if a.shape != b.shape else \
+            "dtypes" if a.dtype != b.dtype else None
+        if what_differs:
+            problems.append((name, a, b, what_differs))
+    if not problems:
+        return
+    if len(problems) == 1:
+        name, a, b, d = problems[0]
+        detail = (f"The input carry {name} has type {_type_str(a)} but the corresponding "
+                  f"output carry component has type {_type_str(b)}, so the {d} do not match.")
+    else:
+        detail = "\n".join(f"  * the input carry component {name} has type {_type_str(a)} "
+                           f"but the corresponding output carry component has type "
+                           f"{_type_str(b)}, so the {d} do not match"
+                           for name, a, b, d in problems)
+    raise TypeError(f"{what} function carry input and carry output must have equal types, but "
+                    f"they differ:\n\n{detail}\n\nRevise the function so that all output "
+                    f"types match the corresponding input types.")
 
 
 def _strong_carry(init_flat, out_avals):
@@ -648,7 +704,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         jaxpr, consts, out_tree = _trace(body, in_tree, carry_avals + x_avals, "scan")
         carry_out_tree, y_tree = out_tree.children
         n_carry = len(init_flat)
-        _carry_mismatch(init_tree, carry_out_tree, carry_avals,
+        _carry_mismatch(f, init_tree, carry_out_tree, carry_avals,
                         jaxpr.out_avals[:n_carry], "scan body")
         init_flat, changed = _strong_carry(init_flat, jaxpr.out_avals[:n_carry])
         if not changed:
@@ -761,7 +817,7 @@ def _while_partial_eval(trace, args, params):
     keep = [u for u in used[:body_nconsts]] + known
     body_k = ClosedJaxpr(Jaxpr(body_k.constvars,
                                [v for v, k in zip(body_k.invars, keep) if k],
-                               body_k.outvars, body_k.eqns), body_jaxpr.consts)
+                               body_k.outvars, body_k.eqns), _live_consts(body_jaxpr, body_k))
     cj = cond_jaxpr.jaxpr
     cond_k = ClosedJaxpr(Jaxpr(cj.constvars, cj.invars[:cond_nconsts] + [
         v for v, k in zip(cj.invars[cond_nconsts:], known) if k], cj.outvars, cj.eqns),
@@ -836,6 +892,7 @@ ad.primitive_jvps[while_p] = _while_jvp
 ad.primitive_transposes[while_p] = _while_transpose
 pe.partial_eval_rules[while_p] = _while_partial_eval
 batching.primitive_batchers[while_p] = _while_batch
+pe.partial_eval_jaxpr_custom_rules[while_p] = recompute_whole_rule
 
 
 def while_loop(cond_fun, body_fun, init_val):
@@ -851,7 +908,8 @@ def while_loop(cond_fun, body_fun, init_val):
             raise TypeError(f"cond_fun must return a boolean scalar, but got output type(s) "
                             f"{[a.str_short() for a in out]}.")
         body_j, body_consts, body_tree = _trace(body_fun, in_tree, avals, "while_loop body")
-        _carry_mismatch(init_tree, body_tree, avals, body_j.out_avals, "body_fun")
+        _carry_mismatch(body_fun, init_tree, body_tree, avals, body_j.out_avals,
+                        "while_loop body")
         init_flat, changed = _strong_carry(init_flat, body_j.out_avals)
         if not changed:
             break

@@ -1,11 +1,13 @@
 """Convolution: ``conv_general_dilated`` with its impl, abstract eval, JVP, transpose and
-batching rules, the ``conv`` / ``conv_with_general_padding`` wrappers, and the dimension-number
-helpers (``ConvDimensionNumbers``, ``conv_dimension_numbers``, ``padtype_to_pads``).
+batching rules, the ``conv`` / ``conv_with_general_padding`` / ``conv_transpose`` wrappers, and
+the dimension-number helpers (``ConvDimensionNumbers``, ``conv_dimension_numbers``,
+``padtype_to_pads``).
 
-The impl is im2col on NumPy: the input is zero-interleaved (lhs dilation) and padded once,
-``sliding_window_view`` exposes every window as a strided view (window strides and rhs
-dilation are slices of that view), and one batched ``np.matmul`` per chunk of the batch
-contracts the patches with the kernel, one matrix product per feature/batch group.
+The impl is im2col on NumPy, channels-last: the input is zero-interleaved (lhs dilation) and
+padded in one allocation, ``sliding_window_view`` exposes every window as a strided view (window
+strides and rhs dilation are slices of that view), and one batched ``np.matmul`` per chunk of
+the batch (the patch buffer stays under ``_CHUNK_BYTES``) contracts the patches with the kernel,
+one matrix product per feature/batch group.
 
 ``batch_group_count`` is fully supported (XLA's semantics: the lhs batch dim splits into
 groups, group-major, each paired with one group of output features); the rhs transpose of a
@@ -34,6 +36,7 @@ __all__ = [
     "conv_general_dilated",
     "conv_general_dilated_p",
     "conv_general_permutations",
+    "conv_transpose",
     "conv_with_general_padding",
     "padtype_to_pads",
 ]
@@ -385,8 +388,11 @@ def _conv_transpose_lhs(ct, lhs_aval, rhs, *, window_strides, padding, lhs_dilat
     for n, k, m, (lo, _) in zip(in_sp, k_sp, out_sp, padding):
         before = k - lo - 1
         pads.append((before, n + k - 1 - m - before))
+    rhs = lax.rev(rhs, tuple(rhs_spec[2:]))
+    if core.get_aval(rhs).dtype != core.get_aval(ct).dtype:  # preferred_element_type widened
+        rhs = lax.convert_element_type(rhs, core.get_aval(ct).dtype)
     out = conv_general_dilated(
-        ct, lax.rev(rhs, tuple(rhs_spec[2:])), window_strides=lhs_dilation, padding=pads,
+        ct, rhs, window_strides=lhs_dilation, padding=pads,
         lhs_dilation=window_strides, rhs_dilation=rhs_dilation,
         dimension_numbers=ConvDimensionNumbers(out_spec, _spec_transpose(rhs_spec), lhs_spec),
         feature_group_count=groups, batch_group_count=1, precision=precision,
@@ -414,6 +420,8 @@ def _conv_transpose_rhs(ct, lhs, rhs_aval, *, window_strides, padding, lhs_dilat
     k_sp = _dilated([rhs_aval.shape[d] for d in rhs_spec[2:]], rhs_dilation)
     out_sp = _dilated([ct_shape[d] for d in out_spec[2:]], window_strides)
     pads = [(lo, m - n + k - lo - 1) for n, k, m, (lo, _) in zip(in_sp, k_sp, out_sp, padding)]
+    if core.get_aval(lhs).dtype != core.get_aval(ct).dtype:  # preferred_element_type widened
+        lhs = lax.convert_element_type(lhs, core.get_aval(ct).dtype)
     out = conv_general_dilated(
         lhs, ct, window_strides=rhs_dilation, padding=pads, lhs_dilation=lhs_dilation,
         rhs_dilation=window_strides,
@@ -546,4 +554,63 @@ def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, r
     """Convolution in the default layout with explicit padding and dilations."""
     return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=lhs_dilation,
                                 rhs_dilation=rhs_dilation, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+_TRANSPOSE_LAYOUTS = {2: ("NC", "IO", "NC"), 3: ("NHC", "HIO", "NHC"),
+                      4: ("NHWC", "HWIO", "NHWC"), 5: ("NHWDC", "HWDIO", "NHWDC")}
+
+
+def _transpose_pads(k, s, padding):
+    """Pads of the stride-dilated input of a transposed convolution, from the forward
+    convolution's padding (a string, or with ``use_consistent_padding`` a (low, high) pair)."""
+    if padding == "SAME":
+        total = k + s - 2
+        before = k - 1 if s > k - 1 else -(-total // 2)
+    elif padding == "VALID":
+        total = k + s - 2 + max(k - s, 0)
+        before = k - 1
+    else:
+        lo, hi = padding
+        before, total = k - lo - 1, 2 * k - lo - hi - 2
+    return before, total - before
+
+
+def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,
+                   transpose_kernel=False, precision=None, preferred_element_type=None,
+                   use_consistent_padding=False):
+    """Transposed ("fractionally strided") convolution: the input is dilated by ``strides``.
+    Layouts default to channels-last (``NHWC``/``HWIO``); ``transpose_kernel`` flips the
+    kernel and swaps its feature dims, giving exactly the gradient of the forward conv."""
+    lhs_shape, rhs_shape = core.get_aval(lhs).shape, core.get_aval(rhs).shape
+    if len(lhs_shape) != len(rhs_shape) or len(lhs_shape) < 2:
+        raise ValueError(f"conv_transpose requires lhs and rhs of equal rank >= 2, got shapes "
+                         f"{lhs_shape} and {rhs_shape}")
+    nsp = len(lhs_shape) - 2
+    if dimension_numbers is None:
+        if len(lhs_shape) not in _TRANSPOSE_LAYOUTS:
+            raise ValueError("No 4+ dimensional dimension_number defaults.")
+        dimension_numbers = _TRANSPOSE_LAYOUTS[len(lhs_shape)]
+    dn = conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers)
+    rhs_dilation = (1,) * nsp if rhs_dilation is None else tuple(rhs_dilation)
+    strides = tuple(strides)
+    if len(strides) != nsp or len(rhs_dilation) != nsp:
+        raise ValueError(f"conv_transpose strides and rhs_dilation need {nsp} entries, got "
+                         f"{strides} and {rhs_dilation}")
+    if isinstance(padding, str):
+        padding = padding.upper()
+    if use_consistent_padding or padding in ("SAME", "VALID"):
+        forward = [padding] * nsp if isinstance(padding, str) else [tuple(p) for p in padding]
+        if isinstance(padding, str) and padding not in ("SAME", "VALID"):
+            raise ValueError(f"Invalid padding mode: {padding}")
+        kernel = [_dilate_dim(rhs_shape[d], r) for d, r in zip(dn.rhs_spec[2:], rhs_dilation)]
+        padding = [_transpose_pads(k, s, p) for k, s, p in zip(kernel, strides, forward)]
+    if transpose_kernel:
+        rhs = lax.rev(rhs, tuple(dn.rhs_spec[2:]))
+        perm = list(range(len(rhs_shape)))
+        perm[dn.rhs_spec[0]], perm[dn.rhs_spec[1]] = dn.rhs_spec[1], dn.rhs_spec[0]
+        rhs = lax.transpose(rhs, tuple(perm))
+    return conv_general_dilated(lhs, rhs, (1,) * nsp, padding, lhs_dilation=strides,
+                                rhs_dilation=rhs_dilation, dimension_numbers=dn,
+                                precision=precision,
                                 preferred_element_type=preferred_element_type)

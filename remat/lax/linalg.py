@@ -8,6 +8,7 @@ single ``np.matmul`` over views: operands are permuted to ``(batch, free, contra
 """
 
 import enum
+import functools
 import operator
 
 import numpy as np
@@ -117,6 +118,8 @@ def maybe_upcast(result_dtype, preferred_element_type, check_bit_width=True):
 
 def _dot_result_dtype(lhs_dtype, rhs_dtype, preferred_element_type, name="lax.dot_general"):
     """The wider operand type wins (mixed operand dtypes are allowed, as in JAX)."""
+    if lhs_dtype == rhs_dtype and preferred_element_type is None:
+        return lhs_dtype
     lp, rp = _type_properties(lhs_dtype), _type_properties(rhs_dtype)
     if lp > rp:
         result = lhs_dtype
@@ -162,6 +165,8 @@ def _dims_tuple(dims, what):
 
 
 def _canonicalize_dimension_numbers(dimension_numbers):
+    if type(dimension_numbers) is _DotDimensionNumbers:
+        return dimension_numbers
     try:
         (lc, rc), (lb, rb) = dimension_numbers
     except (TypeError, ValueError):
@@ -176,8 +181,11 @@ def _free_dims(ndim, contracting, batch):
     return tuple(d for d in range(ndim) if d not in contracting and d not in batch)
 
 
-def _dot_general_shape(lhs, rhs, dimension_numbers):
+@functools.lru_cache(maxsize=4096)
+def _dot_general_shape(lhs_shape, rhs_shape, dimension_numbers):
+    """The output shape, after JAX's checks (cached: eager loops repeat the same shapes)."""
     (lc, rc), (lb, rb) = dimension_numbers
+    lhs, rhs = ShapedArray(lhs_shape, np.float32), ShapedArray(rhs_shape, np.float32)
     for name, aval, c, b in (("lhs", lhs, lc, lb), ("rhs", rhs, rc, rb)):
         if not all(0 <= d < aval.ndim for d in c + b):
             raise TypeError(f"dot_general requires {name} dimension numbers to be nonnegative "
@@ -212,7 +220,7 @@ def _dot_general_shape(lhs, rhs, dimension_numbers):
 
 def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, precision,
                                preferred_element_type):
-    shape = _dot_general_shape(lhs, rhs, dimension_numbers)
+    shape = _dot_general_shape(lhs.shape, rhs.shape, dimension_numbers)
     dtype = _dot_result_dtype(lhs.dtype, rhs.dtype, preferred_element_type)
     weak = lhs.weak_type and rhs.weak_type and preferred_element_type is None
     return ShapedArray(shape, dtype, weak)

@@ -232,9 +232,6 @@ def _dynamic_slice_transpose(ct, x, *indices, slice_sizes):
 def _index_vector(indices, dims, size):
     """Scalar start indices (some batched along axis 0 of shape ``(size,)``) as one index
     vector: shape ``(n,)`` when none is batched, else ``(size, n)`` batched at 0."""
-    if not indices:
-        return _zeros((0,) if size is None else (size, 0), dtypes.default_int_dtype()), \
-            (None if size is None else 0)
     if all(d is None for d in dims):
         parts = [lax.broadcast_in_dim(i, (1,), ()) for i in indices]
         return lax.concatenate(parts, 0), None
@@ -290,20 +287,24 @@ def _dynamic_slice_indices(operand, start_indices, allow_negative_indices):
                          f"({len(start_indices)} vs {len(shape)})")
     if isinstance(allow_negative_indices, bool):
         allow_negative_indices = [allow_negative_indices] * len(shape)
-    array_dtypes = [core.get_aval(i).dtype for i in start_indices
-                    if not dtypes.is_python_scalar(i)]
+    python_int = lambda i: isinstance(i, int) and not isinstance(i, bool)  # noqa: E731
+    array_dtypes = [core.get_aval(i).dtype for i in start_indices if not python_int(i)]
     dtype = array_dtypes[0] if array_dtypes else dtypes.default_int_dtype()
     out = []
     for i, d, allow in zip(start_indices, shape, allow_negative_indices):
-        if dtypes.is_python_scalar(i) or isinstance(i, np.generic):
-            idtype = dtype if dtypes.is_python_scalar(i) else core.get_aval(i).dtype
-            i = int(i)
-            if i < 0 and not allow:
-                raise ValueError(f"Index {i} is out of bounds for dimension {d} if "
+        idtype = dtype if python_int(i) else core.get_aval(i).dtype
+        static = python_int(i) or isinstance(i, np.integer)
+        if static or (not isinstance(i, core.Tracer) and idtype.kind in "iu"
+                      and core.get_aval(i).ndim == 0):
+            # a concrete index: wrap it now rather than with staged operations
+            v = int(i) if static else int(core.to_numpy(i))
+            if v < 0 and allow:
+                v += d
+            elif v < 0 and static:
+                raise ValueError(f"Index {v} is out of bounds for dimension {d} if "
                                  f"allow_negative_indices=False")
-            out.append(lax.convert_element_type(i + d if i < 0 else i, idtype))
+            out.append(lax.convert_element_type(v, idtype))
             continue
-        idtype = core.get_aval(i).dtype
         if allow and idtype.kind == "i":
             size = lax.convert_element_type(d, idtype)
             i = lax.select(lax.lt(i, lax.convert_element_type(0, idtype)), lax.add(i, size), i)
@@ -701,36 +702,75 @@ def _place(a, positions, rank):
     return a.reshape(shape)
 
 
-def _index_grid(operand_shape, starts, batch_pos, window_pos, window_sizes, rank):
-    """One broadcastable index array per operand dimension: the start (over the batch
-    positions) plus the window offset (at the window position, if any)."""
-    grid = []
-    for d in range(len(operand_shape)):
-        g = _place(starts[..., d], batch_pos, rank)
-        if d in window_pos:
-            g = g + _place(np.arange(window_sizes[d]), (window_pos[d],), rank)
-        grid.append(g)
-    return grid
+class _Plan:
+    """How a gather or scatter addresses the operand: one broadcastable index array per
+    *indexed* operand dimension; the *full* window dimensions (whole extent, never indexed)
+    are left to basic slicing, so that e.g. ``x[idx]`` copies contiguous rows.
+
+    ``perm`` puts the indexed operand dimensions first; indexing ``transpose(operand, perm)``
+    with ``grid`` gives an array of shape ``kept_shape + full sizes``, whose axes are the
+    output (or updates) axes ``order``."""
+
+    def __init__(self, operand_shape, starts, batch_pos, window_pos, sizes, start_dims,
+                 out_shape):
+        rank = len(out_shape)
+        full = sorted(d for d in window_pos
+                      if d not in start_dims and sizes[d] == operand_shape[d])
+        self.full_pos = [window_pos[d] for d in full]
+        kept_pos = [p for p in range(rank) if p not in self.full_pos]
+        indexed = [d for d in range(len(operand_shape)) if d not in full]
+        self.perm = indexed + full
+        self.kept_shape = tuple(out_shape[p] for p in kept_pos)
+        self.order = kept_pos + self.full_pos
+        self.grid = []
+        for d in indexed:
+            g = _place(starts[d], batch_pos, rank) if d in starts else np.zeros((), np.intp)
+            if d in window_pos:
+                g = g + _place(np.arange(sizes[d]), (window_pos[d],), rank)
+            self.grid.append(self.reduce(g) if g.ndim else g)
+        # with the indexed dimensions leading in a C-contiguous operand, one linear index
+        # into the flattened leading dimensions addresses the same elements faster
+        self.linear = len(indexed) > 1 and self.perm[:len(indexed)] == list(range(len(indexed)))
+
+    def flat(self, x, shape):
+        """``x`` (the operand, C-contiguous) with its indexed dims flattened, and the linear
+        index into them (None when the operand is not laid out for it)."""
+        n = len(self.grid)
+        if not self.linear or not x.flags.c_contiguous:
+            return None, None
+        lin = self.grid[0]
+        for g, size in zip(self.grid[1:], shape[1:n]):
+            lin = lin * size + g
+        return x.reshape((-1,) + tuple(shape[n:])), lin
+
+    def reduce(self, a):
+        """Drop the full window axes (of size 1 in ``a``)."""
+        return np.squeeze(a, axis=tuple(self.full_pos)) if self.full_pos else a
 
 
 def _starts(operand_shape, indices, start_index_map, operand_batching_dims,
-            indices_batching_dims, window_sizes, clamp):
-    """Per batch element, the start of its window in every operand dimension (int64), and
-    a mask of the batch elements whose window lies in bounds (None when all do)."""
+            indices_batching_dims, window_sizes, clamp, check):
+    """Per batch element, the start of its window in the operand: a dict from operand
+    dimension to an array of the batch shape (dimensions absent start at 0); and, if
+    ``check``, a mask of the batch elements whose window lies in bounds (None when all do)."""
     batch_shape = indices.shape[:-1]
-    starts = np.zeros(batch_shape + (len(operand_shape),), np.int64)
-    idx = indices.astype(np.int64)
-    upper = np.array([operand_shape[d] - window_sizes[d] for d in start_index_map], np.int64)
+    starts = {}
     in_bounds = None
     if start_index_map:
-        ok = (idx >= 0) & (idx <= upper)
-        if not ok.all():
-            in_bounds = ok.all(axis=-1)
-        if clamp:
-            idx = np.clip(idx, 0, upper)
-        starts[..., list(start_index_map)] = idx
+        idx = indices if indices.dtype == np.intp else indices.astype(np.intp)
+        upper = np.array([operand_shape[d] - window_sizes[d] for d in start_index_map],
+                         np.intp)
+        clipped = np.clip(idx, 0, upper) if clamp or check else idx
+        if check:
+            ok = clipped == idx
+            if not ok.all():
+                in_bounds = ok.all(axis=-1)
+        idx = clipped if clamp else idx
+        for k, d in enumerate(start_index_map):
+            starts[d] = idx[..., k]
     for od, idim in zip(operand_batching_dims, indices_batching_dims):
-        starts[..., od] = _place(np.arange(batch_shape[idim]), (idim,), len(batch_shape))
+        starts[od] = np.broadcast_to(
+            _place(np.arange(batch_shape[idim]), (idim,), len(batch_shape)), batch_shape)
     return starts, in_bounds
 
 
@@ -747,11 +787,22 @@ def _gather_impl(operand, indices, *, dimension_numbers, fill_value, indices_are
     window_pos = dict(zip(window_dims, dn.offset_dims))
     starts, in_bounds = _starts(operand.shape, indices, dn.start_index_map,
                                 dn.operand_batching_dims, dn.start_indices_batching_dims,
-                                slice_sizes, clamp=True)
-    grid = _index_grid(operand.shape, starts, batch_pos, window_pos, slice_sizes, rank)
-    out = operand[tuple(grid)]
-    if out.shape != out_shape:  # dimensions no index varies along
-        out = np.broadcast_to(out, out_shape)
+                                slice_sizes, clamp=True,
+                                check=mode is GatherScatterMode.FILL_OR_DROP)
+    plan = _Plan(operand.shape, starts, batch_pos, window_pos, slice_sizes, dn.start_index_map,
+                 out_shape)
+    src = np.transpose(operand, plan.perm)
+    flat, lin = plan.flat(operand, operand.shape)
+    if flat is not None:
+        res = np.take(flat, lin, axis=0)
+    elif len(plan.grid) == 1:
+        res = np.take(src, plan.grid[0], axis=0)
+    else:
+        res = src[tuple(plan.grid)] if plan.grid else src
+    full_shape = plan.kept_shape + src.shape[len(plan.grid):]
+    if res.shape != full_shape:  # output axes that no index varies along
+        res = np.broadcast_to(res, full_shape)
+    out = np.transpose(res, np.argsort(plan.order))
     if mode is GatherScatterMode.FILL_OR_DROP and in_bounds is not None:
         fill = _default_fill_value(operand.dtype) if fill_value is None else fill_value
         with np.errstate(invalid="ignore", over="ignore"):
@@ -974,20 +1025,26 @@ def _scatter_impl_for(combine):
         sizes = _scatter_window_sizes(operand.shape, updates.shape, dn)
         starts, in_bounds = _starts(operand.shape, indices, dn.scatter_dims_to_operand_dims,
                                     dn.operand_batching_dims, dn.scatter_indices_batching_dims,
-                                    sizes, clamp=mode is GatherScatterMode.CLIP)
-        if mode is GatherScatterMode.CLIP:
-            in_bounds = None
-        grid = _index_grid(operand.shape, starts, batch_pos, window_pos, sizes, rank)
-        grid = [np.broadcast_to(g, updates.shape) for g in grid]
-        target = out
-        if operand.ndim == 0:  # index a 1-element view with zeros
-            target = out.reshape(1)
-            grid = [np.zeros(updates.shape, np.int64)]
+                                    sizes, clamp=mode is GatherScatterMode.CLIP,
+                                    check=mode is not GatherScatterMode.CLIP)
+        plan = _Plan(operand.shape, starts, batch_pos, window_pos, sizes,
+                     dn.scatter_dims_to_operand_dims, updates.shape)
+        values = np.transpose(updates, plan.order)
+        target, lin = plan.flat(out, out.shape)  # views: writes land in ``out``
+        if target is not None:
+            grid = [np.broadcast_to(lin, plan.kept_shape)]
+        else:
+            target = np.transpose(out, plan.perm)
+            grid = [np.broadcast_to(g, plan.kept_shape) for g in plan.grid]
+        if not grid:  # nothing indexed: address a leading axis of length 1
+            target = target[np.newaxis]
+            grid = [np.zeros(plan.kept_shape, np.intp)]
         if in_bounds is not None:  # drop the windows that do not fit
-            keep = np.broadcast_to(_place(in_bounds, batch_pos, rank), updates.shape)
+            keep = np.broadcast_to(plan.reduce(_place(in_bounds, batch_pos, rank)),
+                                   plan.kept_shape)
             grid = [g[keep] for g in grid]
-            updates = updates[keep]
-        combine(target, tuple(grid), updates)
+            values = values[keep]
+        combine(target, tuple(grid), values)
         return out
 
     return impl
@@ -1009,13 +1066,11 @@ scatter_min_p = _scatter_prim("scatter-min", np.minimum.at)
 scatter_max_p = _scatter_prim("scatter-max", np.maximum.at)
 
 
-def _scatter_gather(x, indices, dnums, updates_shape, mode, fill_value=None):
-    """The gather that reads, for every update element, the operand element it scatters to."""
+def _scatter_gather(x, indices, dnums, updates_shape, mode):
+    """The gather that reads, for every update element, the operand element it scatters to
+    (0 for the windows a FILL_OR_DROP scatter drops)."""
     sizes = _scatter_window_sizes(core.get_aval(x).shape, updates_shape, dnums)
-    if mode is GatherScatterMode.FILL_OR_DROP:
-        fill_value = 0 if fill_value is None else fill_value
-    else:
-        fill_value = None
+    fill_value = 0 if mode is GatherScatterMode.FILL_OR_DROP else None
     return gather_p.bind(x, indices, dimension_numbers=_gather_dnums_of_scatter(dnums),
                          fill_value=fill_value, indices_are_sorted=False, mode=mode,
                          slice_sizes=sizes, unique_indices=False)
@@ -1026,10 +1081,6 @@ def _clamping(mode):
     windows the scatter drops)."""
     return GatherScatterMode.CLIP if mode is GatherScatterMode.CLIP else \
         GatherScatterMode.PROMISE_IN_BOUNDS
-
-
-def _bind_like(prim, operand, indices, updates, params, **overrides):
-    return prim.bind(operand, indices, updates, **{**params, **overrides})
 
 
 def _scatter_addsub_jvp(prim, primals, tangents, **params):

@@ -13,13 +13,16 @@ digamma      NaN at 0 and the negative integers (JAX's choice) and at -inf; +inf
 polygamma    NaN unless m is a non-negative integer; m = 0 is digamma. For m >= 1 at
              x = 0 or a negative integer (or -inf): +inf for odd m (the true limit from
              both sides) and NaN for even m (the sign differs on the two sides), like JAX.
-             At x = +inf it returns the limit ±0 where JAX returns NaN.
+             At x = +inf it returns the limit ±0 where JAX returns NaN. Negative
+             non-integer x: correct values (JAX's are often far off there). m > 170,
+             where m! overflows float64: ±inf for 0 < x <= 1 (the true value overflows
+             too), NaN elsewhere.
 ===========  ===========================================================================
 """
 
 import functools
 import math
-from decimal import Decimal, getcontext
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -168,9 +171,8 @@ _GILES_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
 @_float64_impl
 def erf_inv(x):
     """Inverse error function: Giles' (2010) approximation (an asymptotic one in the far tail)
-    refined by two Halley steps on
-    erf(r) = |x| (|x| <= 0.5) or erfc(r) = 1 - |x| (exact for |x| >= 0.5, so values next to
-    ±1 keep full precision)."""
+    refined by two Halley steps on erf(r) = |x| (|x| <= 0.5) or erfc(r) = 1 - |x| (exact for
+    |x| >= 0.5, so values next to ±1 keep full precision)."""
     a = np.abs(x)
     q = 1.0 - a
     w = -np.log(q * (1.0 + a))
@@ -197,15 +199,7 @@ def erf_inv(x):
     return np.copysign(r, x)
 
 
-# --- lgamma ---------------------------------------------------------------------------------
-
-def _lgamma_stirling(x):
-    """Stirling's series for x >= 10: (x - 1/2) log x - x + log sqrt(2 pi) + sum B_2k/..."""
-    coeffs = [float(b / (2 * k * (2 * k - 1))) for k, b in enumerate(_BERNOULLI[:8], 1)]
-    t = 1.0 / x
-    series = t * _horner(coeffs[::-1], t * t)
-    return (x - 0.5) * (np.log(x) - 1.0) - 0.5 + _LOG_SQRT_2PI + series
-
+# --- Hurwitz zeta, lgamma ------------------------------------------------------------------
 
 def _hurwitz_zeta(s, x):
     """Hurwitz zeta sum_{k>=0} (x + k)^-s for an int s >= 2 and float64 x > 0: the direct
@@ -220,6 +214,14 @@ def _hurwitz_zeta(s, x):
         series += float(b / math.factorial(2 * j)) * term
         term = term * ((s + 2 * j - 1) * (s + 2 * j)) * (t * t)
     return acc + np.power(w, 1.0 - s) * series
+
+
+def _lgamma_stirling(x):
+    """Stirling's series for x >= 10: (x - 1/2) log x - x + log sqrt(2 pi) + sum B_2k/..."""
+    coeffs = [float(b / (2 * k * (2 * k - 1))) for k, b in enumerate(_BERNOULLI[:8], 1)]
+    t = 1.0 / x
+    series = t * _horner(coeffs[::-1], t * t)
+    return (x - 0.5) * (np.log(x) - 1.0) - 0.5 + _LOG_SQRT_2PI + series
 
 
 # Around 2 (Abramowitz & Stegun 6.1.33 and its derivative, rearranged), for |z| < 2:
@@ -269,8 +271,12 @@ def _abs_sin_pi(x):
 
 
 def _cot_pi(x):
-    """cot(pi x) with an exact argument reduction (period 1); +-inf at the integers."""
-    return 1.0 / np.tan(math.pi * (x - np.round(x)))
+    """cot(pi x) with an exact argument reduction to r in [-1/2, 1/2]; past |r| = 1/4 as
+    tan(pi (1/2 - |r|)), which is exactly 0 at the half-integers. +-inf at the integers."""
+    r = x - np.round(x)
+    a = np.abs(r)
+    return np.where(a < 0.25, 1.0 / np.tan(math.pi * r),
+                    np.copysign(np.tan(math.pi * (0.5 - a)), r))
 
 
 @_float64_impl
@@ -292,9 +298,10 @@ def lgamma(x):
 
 def _decimal_split(digits):
     """A constant as a float64 pair hi + lo (hi correctly rounded)."""
-    getcontext().prec = 50
     hi = float(digits)
-    return hi, float(Decimal(digits) - Decimal(hi))
+    with localcontext() as ctx:
+        ctx.prec = 50
+        return hi, float(Decimal(digits) - Decimal(hi))
 
 
 # The positive zero of digamma, to 40 digits, and the Taylor coefficients there,
@@ -368,8 +375,9 @@ def polygamma(m, x):
     """psi^(m)(x) for integer m >= 0: digamma for m = 0; for m >= 1 and x > 0,
     (-1)^(m+1) m! zeta(m + 1, x) with the Hurwitz zeta from the direct sum plus the
     Euler-Maclaurin tail; for x <= 0 the reflection formula
-    psi^(m)(x) = (-1)^m [psi^(m)(1 - x) - pi^(m+1) Q_m(cot pi x)]. Poles as in the module
-    docstring; factorials overflow float64 beyond m = 170, as in JAX."""
+    psi^(m)(x) = (-1)^m [psi^(m)(1 - x) - pi^(m+1) Q_m(cot pi x)] (backward stable: the
+    error is a few ulps times the condition number). Poles, +inf and m > 170 as in the
+    module docstring."""
     out = np.full_like(x, np.nan)
     valid = (m >= 0) & (np.floor(m) == m) & np.isfinite(m)
     zero = valid & (m == 0)

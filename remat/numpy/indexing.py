@@ -230,8 +230,7 @@ def _index_dtype(shape):
 def _static_slice(x, entries, shape, clip):
     """``x[idx]`` with only static ints, slices, None and at most one scalar boolean."""
     starts, limits, strides, rev_axes, squeeze_axes, new_axes = [], [], [], [], [], []
-    empty_axes = []  # new axes of size 0: a scalar False index
-    out_pos = 0
+    out_shape = []
     for e in entries:
         if e.kind == _INT:
             size = shape[e.axis]
@@ -255,12 +254,12 @@ def _static_slice(x, entries, shape, clip):
                 limits.append(start + 1 if length else 0)
                 strides.append(-step)
                 rev_axes.append(e.axis)
-            out_pos += 1
+            out_shape.append(length)
         else:  # None, or a scalar boolean: a new axis (of size 0 for False)
-            new_axes.append(out_pos)
-            if e.kind == _BOOL and not e.value:
-                empty_axes.append(out_pos)
-            out_pos += 1
+            new_axes.append(len(out_shape))
+            out_shape.append(0 if e.kind == _BOOL and not e.value else 1)
+    if 0 in out_shape and any(e.kind == _BOOL for e in entries):
+        return lax.full_like(x, 0, shape=out_shape)  # x[False]: nothing to slice
     if tuple(starts) != (0,) * len(shape) or tuple(limits) != tuple(shape) or \
             any(s != 1 for s in strides):
         x = lax.slice(x, starts, limits, None if all(s == 1 for s in strides) else strides)
@@ -270,14 +269,12 @@ def _static_slice(x, entries, shape, clip):
         x = lax.squeeze(x, squeeze_axes)
     if new_axes:
         x = lax.expand_dims(x, new_axes)
-    if empty_axes:
-        out_shape = [0 if i in empty_axes else d for i, d in enumerate(core.get_aval(x).shape)]
-        x = lax.full_like(x, 0, shape=out_shape)
     return x
 
 
-def _scalar_index(value, size, index_dtype):
-    """A scalar integer Array/tracer as an index of ``index_dtype`` (negative wrapped)."""
+def _scalar_index(value, index_dtype):
+    """A scalar integer Array/tracer as a start index of ``index_dtype`` (``dynamic_slice``
+    wraps negative starts itself, as in JAX)."""
     aval = core.get_aval(value)
     if aval.dtype != index_dtype or aval.weak_type:
         value = lax.convert_element_type(value, index_dtype)
@@ -297,7 +294,7 @@ def _dynamic_slice(x, entries, shape):
             if e.kind == _INT:
                 starts.append(index_dtype.type(e.value + size if e.value < 0 else e.value))
             else:
-                starts.append(_scalar_index(e.value, size, index_dtype))
+                starts.append(_scalar_index(e.value, index_dtype))
             sizes.append(1)
             squeeze_axes.append(e.axis)
         elif e.kind == _SLICE:
@@ -608,7 +605,10 @@ def _broadcast_to(y, shape):
     if aval.shape == tuple(shape):
         return y
     nd = len(shape) - aval.ndim
-    if nd < 0 or any(s not in (1, t) for s, t in zip(aval.shape, shape[nd:])):
+    if nd < 0:
+        raise ValueError(f"Cannot broadcast to shape with fewer dimensions: "
+                         f"arr_shape={aval.shape} shape={tuple(shape)}")
+    if any(s not in (1, t) for s, t in zip(aval.shape, shape[nd:])):
         raise ValueError(f"Incompatible shapes for broadcasting: {aval.shape} and requested "
                          f"shape {tuple(shape)}")
     kept = [i for i, s in enumerate(aval.shape) if s == shape[nd + i]]

@@ -1,0 +1,653 @@
+"""``checkpoint`` / ``remat``: rematerialization with saving policies, named values, residual
+inspection, and offloading.
+
+``checkpoint(fun)`` traces ``fun`` once per signature and binds ``checkpoint_p`` with the
+jaxpr. Eagerly and under ``jvp``/``vmap`` it behaves like ``fun``. When it is partially
+evaluated for reverse mode (``linearize``/``vjp``/``grad``), the policy decides which known
+intermediates may be saved: the known side computes the primal outputs and only those
+residuals; the staged side (a ``checkpoint`` equation marked ``differentiated``) recomputes
+everything else the backward pass needs, and nothing more (DCE).
+"""
+
+import functools
+import logging
+import types
+
+from remat import core, exec, lax
+from remat.api_util import (
+    HashableByIdentity,
+    abstractify,
+    arg_names,
+    flatten_fun,
+    fun_name,
+    static_argnums_from_names,
+)
+from remat.call import closed_call
+from remat.config import config
+from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Primitive, Var
+from remat.errors import ConcretizationTypeError
+from remat.interpreters import ad, batching
+from remat.interpreters import partial_eval as pe
+from remat.interpreters.partial_eval import Offloadable
+from remat.offload import offload_p, reload_p
+from remat.tree_util import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
+
+logger = logging.getLogger("remat.checkpoint")
+
+__all__ = ["checkpoint", "remat", "checkpoint_name", "checkpoint_policies", "saved_residuals",
+           "print_saved_residuals", "checkpoint_p", "name_p"]
+
+# --- names -----------------------------------------------------------------------------------
+
+name_p = Primitive("name")
+name_p.def_impl(lambda x, *, name: x)
+name_p.def_abstract_eval(lambda x, *, name: x)
+
+
+def _name_jvp(primals, tangents, *, name):
+    (x,), (t,) = primals, tangents
+    return name_p.bind(x, name=name), t  # the tangent is not named
+
+
+ad.primitive_jvps[name_p] = _name_jvp
+ad.primitive_transposes[name_p] = lambda ct, x, *, name: [ct]
+batching.primitive_batchers[name_p] = lambda vals, dims, *, name: (
+    name_p.bind(vals[0], name=name), dims[0])
+
+
+def checkpoint_name(x, name):
+    """Identity on the pytree ``x`` that tags its leaves with ``name`` for policies."""
+    if not isinstance(name, str):
+        raise TypeError(f"checkpoint_name expects a string name, got {name!r}")
+    return tree_map(lambda leaf: name_p.bind(leaf, name=name), x)
+
+
+# --- policies --------------------------------------------------------------------------------
+
+
+def everything_saveable(*_, **__):
+    """Save every intermediate (the behaviour without checkpoint)."""
+    return True
+
+
+def nothing_saveable(*_, **__):
+    """Save nothing but the checkpoint's inputs (the default)."""
+    return False
+
+
+def dots_saveable(prim, *_, **__):
+    """Save the results of matrix multiplies and convolutions only."""
+    return prim is lax.dot_general_p or prim is lax.conv_general_dilated_p
+
+
+def dots_with_no_batch_dims_saveable(prim, *_, **params):
+    """Save dot_general results that have no batch dimensions (weights times activations)."""
+    if prim is lax.dot_general_p:
+        (_, _), (lhs_b, rhs_b) = params["dimension_numbers"]
+        return not lhs_b and not rhs_b
+    return False
+
+
+def save_anything_except_these_names(*names_not_to_save):
+    """Save anything except values named with one of ``names_not_to_save`` (which are
+    recomputed, under whatever alias they would otherwise be saved)."""
+    refused = frozenset(names_not_to_save)
+
+    def policy(prim, *_, **params):
+        if prim is name_p:
+            return params["name"] not in refused
+        return True
+
+    return policy
+
+
+def save_any_names_but_these(*names_not_to_save):
+    """Save only named values, except the names given."""
+    refused = frozenset(names_not_to_save)
+
+    def policy(prim, *_, **params):
+        return prim is name_p and params["name"] not in refused
+
+    return policy
+
+
+def save_only_these_names(*names_which_can_be_saved):
+    """Save only values named with one of the names given."""
+    allowed = frozenset(names_which_can_be_saved)
+
+    def policy(prim, *_, **params):
+        return prim is name_p and params["name"] in allowed
+
+    return policy
+
+
+def save_from_both_policies(policy_1, policy_2):
+    """Save what either policy saves."""
+
+    def policy(prim, *args, **params):
+        return policy_1(prim, *args, **params) or policy_2(prim, *args, **params)
+
+    return policy
+
+
+def save_and_offload_only_these_names(*, names_which_can_be_saved, names_which_can_be_offloaded,
+                                      offload_src="device", offload_dst="pinned_host"):
+    """Save the first names in working memory, offload the second ones (to a memory-mapped
+    host store) until the backward pass, and recompute everything else."""
+    saved = frozenset(names_which_can_be_saved)
+    offloaded = frozenset(names_which_can_be_offloaded)
+    overlap = saved & offloaded
+    if overlap:
+        raise ValueError(f"The names should be exclusive and should not intersect in "
+                         f"names_which_can_be_saved and names_which_can_be_offloaded. Got "
+                         f"names_which_can_be_saved={sorted(saved)}, "
+                         f"names_which_can_be_offloaded={sorted(offloaded)}")
+
+    def policy(prim, *_, **params):
+        if prim is name_p:
+            if params["name"] in saved:
+                return True
+            if params["name"] in offloaded:
+                return Offloadable(offload_src, offload_dst)
+        return False
+
+    return policy
+
+
+def offload_dot_with_no_batch_dims(offload_src="device", offload_dst="pinned_host"):
+    """Offload dot_general results with no batch dimensions; recompute everything else."""
+
+    def policy(prim, *args, **params):
+        if dots_with_no_batch_dims_saveable(prim, *args, **params):
+            return Offloadable(offload_src, offload_dst)
+        return False
+
+    return policy
+
+
+checkpoint_policies = types.SimpleNamespace(
+    everything_saveable=everything_saveable,
+    nothing_saveable=nothing_saveable,
+    dots_saveable=dots_saveable,
+    checkpoint_dots=dots_saveable,
+    dots_with_no_batch_dims_saveable=dots_with_no_batch_dims_saveable,
+    checkpoint_dots_with_no_batch_dims=dots_with_no_batch_dims_saveable,
+    save_anything_except_these_names=save_anything_except_these_names,
+    save_any_names_but_these=save_any_names_but_these,
+    save_only_these_names=save_only_these_names,
+    save_from_both_policies=save_from_both_policies,
+    save_and_offload_only_these_names=save_and_offload_only_these_names,
+    offload_dot_with_no_batch_dims=offload_dot_with_no_batch_dims,
+)
+
+
+def _both(outer, inner):
+    """A value inside nested checkpoints may be saved only if both policies allow it."""
+    if outer is inner:
+        return outer
+
+    def policy(prim, *args, **params):
+        return outer(prim, *args, **params) and inner(prim, *args, **params)
+
+    return policy
+
+
+# --- the primitive ---------------------------------------------------------------------------
+
+checkpoint_p = Primitive("checkpoint")
+checkpoint_p.multiple_results = True
+
+
+def _checkpoint_impl(*args, jaxpr, prevent_cse, differentiated, policy):
+    return exec.evaluate(jaxpr, *args)
+
+
+def _checkpoint_abstract_eval(*avals, jaxpr, prevent_cse, differentiated, policy):
+    return jaxpr.out_avals
+
+
+checkpoint_p.def_impl(_checkpoint_impl)
+checkpoint_p.def_abstract_eval(_checkpoint_abstract_eval)
+
+
+def _extend_prevent_cse(prevent_cse, n_new, position=0):
+    """``prevent_cse`` for a jaxpr with ``n_new`` extra inputs inserted at ``position``."""
+    if isinstance(prevent_cse, bool):
+        return prevent_cse
+    return prevent_cse[:position] + (True,) * n_new + prevent_cse[position:]
+
+
+def _checkpoint_jvp(primals, tangents, jaxpr, prevent_cse, differentiated, policy):
+    nonzeros = tuple(type(t) is not ad.Zero for t in tangents)
+    jvp_closed, out_nz = ad.jvp_jaxpr(jaxpr, nonzeros, False)
+    jvp_closed, consts = closed_call(jvp_closed)
+    nz_tangents = [t for t in tangents if type(t) is not ad.Zero]
+    cse = prevent_cse if isinstance(prevent_cse, bool) else \
+        (True,) * len(consts) + tuple(prevent_cse) + tuple(
+            p for p, nz in zip(prevent_cse, nonzeros) if nz)
+    outs = checkpoint_p.bind(*consts, *primals, *nz_tangents, jaxpr=jvp_closed,
+                             prevent_cse=cse, differentiated=differentiated, policy=policy)
+    n = len(jaxpr.out_avals)
+    it = iter(outs[n:])
+    return outs[:n], [next(it) if nz else ad.Zero(a.to_tangent_aval())
+                      for nz, a in zip(out_nz, jaxpr.out_avals)]
+
+
+def _check_no_effects(jaxpr):
+    for eqn in jaxpr.eqns:
+        if pe.has_effects(eqn):
+            raise NotImplementedError(
+                f"Effects not supported in partial-eval of `checkpoint`/`remat`: the "
+                f"checkpointed function performs '{eqn.primitive.name}', a side effect that "
+                f"cannot be safely replayed when the backward pass recomputes the function. "
+                f"Move the side effect outside the checkpointed function.")
+
+
+def _staged_with_reloads(staged, offloaded):
+    """The staged jaxpr reading its offloaded residuals back into working memory first."""
+    if not any(offloaded):
+        return staged
+    new_invars, reloads = [], []
+    for v, off in zip(staged.invars, list(offloaded) + [False] * len(staged.invars)):
+        if off:
+            host = Var(v.aval)
+            new_invars.append(host)
+            reloads.append(JaxprEqn([host], [v], reload_p, {}, None))
+        else:
+            new_invars.append(v)
+    return Jaxpr([], new_invars, staged.outvars, reloads + staged.eqns, staged.debug_info)
+
+
+def _checkpoint_partial_eval(trace, args, params):
+    jaxpr, policy = params["jaxpr"], params["policy"] or nothing_saveable
+    _check_no_effects(jaxpr.jaxpr)
+    unknowns = [pe.is_unknown(trace, x) for x in args]
+    split = pe.partial_eval_jaxpr_custom(jaxpr.jaxpr, unknowns, policy, name_p)
+    known, staged, out_uk = split.known, split.staged, split.out_unknowns
+    residuals, offloaded = split.residuals, split.offloaded
+    known_args = [x for x, u in zip(args, unknowns) if not u]
+    with core.set_current_trace(trace.parent):
+        outs = core.eval_jaxpr(known, [], *known_args)
+        n_known = len(outs) - len(residuals)
+        res_vals = [offload_p.bind(r) if off else r
+                    for r, off in zip(outs[n_known:], offloaded)]
+    if config.log_checkpoint_residuals:
+        _log_residuals(jaxpr.jaxpr, known, residuals, n_known, offloaded)
+    staged = _staged_with_reloads(staged, offloaded)
+    prevent_cse = params["prevent_cse"]
+    if not isinstance(prevent_cse, bool):
+        prevent_cse = (True,) * len(residuals) + tuple(
+            p for p, u in zip(prevent_cse, unknowns) if u)
+    staged_params = dict(params, jaxpr=ClosedJaxpr(staged, []), prevent_cse=prevent_cse,
+                         differentiated=True)
+    unknown_args = [x for x, u in zip(args, unknowns) if u]
+    staged_outs = trace.stage_with_residuals(checkpoint_p, [*res_vals, *unknown_args],
+                                             staged_params)
+    k, s = iter(outs[:n_known]), iter(staged_outs)
+    return [next(s) if u else next(k) for u in out_uk]
+
+
+def _log_residuals(jaxpr, known, residuals, n_known, offloaded):
+    inputs = [r for r in residuals if r in set(jaxpr.invars)]
+    producers = {v: eqn for eqn in known.eqns for v in eqn.outvars}
+    lines = []
+    if inputs:
+        lines.append("saving inputs with shapes:")
+        lines += [f"  {r.aval.str_short()}" for r in inputs]
+    inner = [(r, off) for r, off in zip(residuals, offloaded) if r not in set(jaxpr.invars)]
+    if inner:
+        lines.append(("and " if inputs else "") + "saving these intermediates:")
+        for r, off in inner:
+            where = " (offloaded)" if off else ""
+            lines.append(f"  {r.aval.str_short()} from {_describe_eqn(producers.get(r))}"
+                         f"{where}")
+    logger.warning("remat-decorated function %s", "\n".join(lines) or "saving nothing")
+
+
+def _checkpoint_transpose(cts, *args, jaxpr, prevent_cse, differentiated, policy):
+    linear = tuple(ad.is_undefined_primal(x) for x in args)
+    nz_cts = tuple(type(c) is not ad.Zero for c in cts)
+    t_closed = ad.transpose_jaxpr(jaxpr, linear, nz_cts)
+    t_closed, consts = closed_call(t_closed)
+    res = [x for x, lin in zip(args, linear) if not lin]
+    nz = [c for c in cts if type(c) is not ad.Zero]
+    cse = prevent_cse if isinstance(prevent_cse, bool) else \
+        (True,) * len(consts) + tuple(p for p, lin in zip(prevent_cse, linear) if not lin) + \
+        (False,) * len(nz)
+    outs = iter(checkpoint_p.bind(*consts, *res, *nz, jaxpr=t_closed, prevent_cse=cse,
+                                  differentiated=True, policy=policy))
+    return [next(outs) if lin else None for lin in linear]
+
+
+def _checkpoint_batch(vals, dims, jaxpr, prevent_cse, differentiated, policy):
+    size = batching.axis_size_of(vals, dims)
+    vals = [v if d is None else batching.moveaxis(v, d, 0) for v, d in zip(vals, dims)]
+    batched = tuple(d is not None for d in dims)
+    b_closed, out_b = batching.batch_jaxpr(jaxpr, size, batched, False)
+    b_closed, consts = closed_call(b_closed)
+    cse = _extend_prevent_cse(prevent_cse, len(consts))
+    outs = checkpoint_p.bind(*consts, *vals, jaxpr=b_closed, prevent_cse=cse,
+                             differentiated=differentiated, policy=policy)
+    return outs, [0 if b else None for b in out_b]
+
+
+def _checkpoint_dce(used_outputs, eqn):
+    closed = eqn.params["jaxpr"]
+    new, used_inputs = pe.dce_jaxpr(closed.jaxpr, used_outputs, prune_inputs=True)
+    cse = eqn.params["prevent_cse"]
+    if not isinstance(cse, bool):
+        cse = tuple(p for p, u in zip(cse, used_inputs) if u)
+    new_eqn = eqn.replace(invars=[v for v, u in zip(eqn.invars, used_inputs) if u],
+                          outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
+                          params=dict(eqn.params, jaxpr=ClosedJaxpr(new, []),
+                                      prevent_cse=cse))
+    return used_inputs, new_eqn
+
+
+def _checkpoint_pe_custom(eqn, unknowns, policy, unsaveable):
+    """A checkpoint nested in a checkpoint (or jit) being split: split it in place, with a
+    value saveable only if both policies allow it."""
+    params = eqn.params
+    combined = _both(policy, params["policy"] or nothing_saveable)
+    split = pe.partial_eval_jaxpr_custom(params["jaxpr"].jaxpr, unknowns, combined, name_p,
+                                         stage_known_outputs=True)
+    return split_call_eqn(eqn, unknowns, split, checkpoint_p,
+                          dict(params, differentiated=False),
+                          dict(params, differentiated=True))
+
+
+def split_call_eqn(eqn, unknowns, split, primitive, known_params, staged_params):
+    """The known and staged equations of a call-like equation whose jaxpr was split by
+    ``partial_eval_jaxpr_custom``: residuals that are the call's own inputs are read
+    directly; the others become new outputs of the known equation."""
+    inner = eqn.params["jaxpr"].jaxpr
+    outer_of = dict(zip(inner.invars, eqn.invars))
+    res_outer = [outer_of.get(r) or Var(r.aval) for r in split.residuals]
+    computed = [i for i, r in enumerate(split.residuals) if r not in outer_of]
+    n_known = len(split.known.outvars) - len(split.residuals)
+    known = Jaxpr([], split.known.invars, split.known.outvars[:n_known] +
+                  [split.known.outvars[n_known + i] for i in computed], split.known.eqns)
+    new_res = [res_outer[i] for i in computed]
+    for params in (known_params, staged_params):
+        if not isinstance(params.get("prevent_cse", True), bool):
+            params["prevent_cse"] = True
+    eqn_known = JaxprEqn([v for v, u in zip(eqn.invars, unknowns) if not u],
+                         [v for v, u in zip(eqn.outvars, split.out_unknowns) if not u] + new_res,
+                         primitive, dict(known_params, jaxpr=ClosedJaxpr(known, [])),
+                         eqn.source_info)
+    staged = _staged_with_reloads(split.staged, split.offloaded)
+    eqn_staged = JaxprEqn(res_outer + [v for v, u in zip(eqn.invars, unknowns) if u],
+                          [v for v, st in zip(eqn.outvars, split.out_staged) if st], primitive,
+                          dict(staged_params, jaxpr=ClosedJaxpr(staged, [])), eqn.source_info)
+    return eqn_known, eqn_staged, split.out_unknowns, split.out_staged, new_res
+
+
+ad.primitive_jvps[checkpoint_p] = _checkpoint_jvp
+ad.primitive_transposes[checkpoint_p] = _checkpoint_transpose
+pe.partial_eval_rules[checkpoint_p] = _checkpoint_partial_eval
+batching.primitive_batchers[checkpoint_p] = _checkpoint_batch
+pe.dce_rules[checkpoint_p] = _checkpoint_dce
+pe.partial_eval_jaxpr_custom_rules[checkpoint_p] = _checkpoint_pe_custom
+
+
+# --- the user API ----------------------------------------------------------------------------
+
+_CONCRETE_MESSAGE = """The 'concrete' option to remat.checkpoint / remat.remat is deprecated; in \
+its place, you can use its `static_argnums` option, and if necessary the \
+`remat.ensure_compile_time_eval()` context manager.
+
+For example, if using `concrete=True` for an `is_training` flag:
+
+  from functools import partial
+
+  @partial(remat.checkpoint, concrete=True)
+  def foo(x, is_training):
+    if is_training:
+      return f(x)
+    else:
+      return g(x)
+
+replace it with a use of `static_argnums`:
+
+  @partial(remat.checkpoint, static_argnums=(1,))
+  def foo(x, is_training):
+    ...
+
+If remat.numpy operations need to be performed on static arguments, we can use the \
+`remat.ensure_compile_time_eval()` context manager. For example, we can replace this use of \
+`concrete=True`:
+
+  @partial(remat.checkpoint, concrete=True)
+  def foo(x, y):
+    if y > 0:
+      return f(x)
+    else:
+      return g(x)
+
+with this combination of `static_argnums` and `remat.ensure_compile_time_eval()`:
+
+  @partial(remat.checkpoint, static_argnums=(1,))
+  def foo(x, y):
+    with remat.ensure_compile_time_eval():
+      y_pos = y > 0
+    if y_pos:
+      return f(x)
+    else:
+      return g(x)
+
+See https://jax.readthedocs.io/en/latest/jep/11830-new-remat-checkpoint.html"""
+
+_STATIC_HINT = ("Consider using the `static_argnums` parameter for `remat.remat` or "
+                "`remat.checkpoint`. See the `remat.checkpoint` docstring and its example "
+                "involving `static_argnums`.")
+
+
+class _StaticArg:
+    """A static argument as a cache key: by value when hashable, else by identity."""
+
+    __slots__ = ("val", "key")
+
+    def __init__(self, val):
+        self.val = val
+        try:
+            hash(val)
+            self.key = val
+        except TypeError:
+            self.key = HashableByIdentity(val)
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __eq__(self, other):
+        return isinstance(other, _StaticArg) and self.key == other.key
+
+
+def _validate_static_argnums(static_argnums, nargs):
+    if type(static_argnums) is int:
+        static_argnums = (static_argnums,)
+    elif not (type(static_argnums) is tuple and all(type(d) is int for d in static_argnums)):
+        raise TypeError("the `static_argnums` argument to `checkpoint` / `remat` must be an "
+                        f"int, tuple of ints or, bool, but got value {static_argnums}")
+    if not all(-nargs <= d < nargs for d in static_argnums):
+        raise ValueError("the `static_argnums` argument to `checkpoint` / `remat` can only "
+                         "take integer values greater than or equal to `-len(args)` and less "
+                         f"than `len(args)`, but got {static_argnums}")
+    return frozenset(d % nargs for d in static_argnums)
+
+
+def _prevent_cse_flags(prevent_cse, dyn_args, kwargs):
+    """``prevent_cse`` as a bool, or one bool per flat input from a pytree prefix."""
+    if isinstance(prevent_cse, bool):
+        return prevent_cse
+    prefix = tuple(prevent_cse) if isinstance(prevent_cse, list) else prevent_cse
+    if not isinstance(prefix, tuple) or len(prefix) != len(dyn_args):
+        raise ValueError(f"checkpoint prevent_cse must be a bool or a tuple with one entry "
+                         f"(a bool or a pytree prefix of bools) per positional argument; got "
+                         f"{prevent_cse!r} for {len(dyn_args)} arguments")
+    flags = []
+    for p, arg in zip(prefix, dyn_args):
+        leaves = tree_leaves(arg)
+        if isinstance(p, bool):
+            flags += [p] * len(leaves)
+        else:
+            sub = tree_structure(p).flatten_up_to(arg)
+            for flag, subtree in zip(tree_leaves(p), sub):
+                flags += [bool(flag)] * len(tree_leaves(subtree))
+    flags += [True] * len(tree_leaves(kwargs))
+    return tuple(flags)
+
+
+class _Checkpointed:
+    """A checkpointed function: traced once per (static args, input tree and avals)."""
+
+    def __init__(self, fun, prevent_cse, policy, static_argnums, static_argnames):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.prevent_cse = prevent_cse
+        self.policy = policy
+        self.static_argnums = static_argnums
+        self.static_argnames = tuple(static_argnames)
+        self.cache = {}
+        self.trace_count = 0
+
+    def _trace(self, dyn_fun, in_tree, avals, names):
+        flat_fun, store = flatten_fun(dyn_fun, in_tree)
+        debug = core.DebugInfo(fun_name(self.fun), names, "checkpoint")
+        self.trace_count += 1
+        try:
+            closed = pe.trace_to_jaxpr(flat_fun, avals, debug)
+        except ConcretizationTypeError as e:
+            if _STATIC_HINT not in str(e):
+                e.args = (str(e) + "\n\n" + _STATIC_HINT,) + e.args[1:]
+            raise
+        jaxpr, consts = closed_call(closed)
+        return jaxpr, consts, store.tree
+
+    def __call__(self, *args, **kwargs):
+        nums = set()
+        if self.static_argnums != ():
+            nums = set(_validate_static_argnums(self.static_argnums, len(args)))
+        nums |= {i for i in static_argnums_from_names(self.fun, self.static_argnames)
+                 if i < len(args)}
+        static_kw = {k: v for k, v in kwargs.items() if k in self.static_argnames}
+        kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in nums)
+        statics = tuple(_StaticArg(args[i]) for i in sorted(nums))
+        static_kw_key = tuple(sorted((k, _StaticArg(v)) for k, v in static_kw.items()))
+
+        def dyn_fun(*dyn, **kw):
+            it = iter(dyn)
+            full = [args[i] if i in nums else next(it) for i in range(len(args))]
+            return self.fun(*full, **kw, **static_kw)
+
+        flat_args, in_tree = tree_flatten((dyn_args, kwargs))
+        names = arg_names(self.fun, args, kwargs, nums)
+        avals = tuple(abstractify(x, n) for x, n in zip(flat_args, names))
+        key = (statics, static_kw_key, in_tree, avals)
+        entry = self.cache.get(key)
+        if entry is None:
+            entry = self._trace(dyn_fun, in_tree, list(avals), names)
+            if not any(isinstance(c, core.Tracer) for c in entry[1]):
+                self.cache[key] = entry
+        jaxpr, consts, out_tree = entry
+        cse = _prevent_cse_flags(self.prevent_cse, dyn_args, kwargs)
+        if not isinstance(cse, bool):
+            cse = (True,) * len(consts) + cse
+        outs = checkpoint_p.bind(*consts, *flat_args, jaxpr=jaxpr, prevent_cse=cse,
+                                 differentiated=False, policy=self.policy)
+        return tree_unflatten(out_tree, outs)
+
+
+def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=(),
+               static_argnames=(), concrete=False):
+    """Make ``fun`` recompute its internal linearization points when differentiated: only its
+    inputs (and what ``policy`` allows) are saved for the backward pass."""
+    if concrete:
+        raise NotImplementedError(_CONCRETE_MESSAGE)
+    if fun is None:
+        return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy,
+                                 static_argnums=static_argnums,
+                                 static_argnames=static_argnames)
+    if not callable(fun):
+        raise TypeError(f"checkpoint expects a callable, got {fun!r}")
+    if policy is not None and not callable(policy):
+        raise TypeError(f"checkpoint policy must be a callable "
+                        f"policy(prim, *avals, **params) -> bool, got {policy!r}")
+    if isinstance(static_argnames, str):
+        static_argnames = (static_argnames,)
+    return _Checkpointed(fun, prevent_cse, policy, static_argnums, static_argnames)
+
+
+remat = checkpoint
+
+
+# --- seeing what is saved --------------------------------------------------------------------
+
+
+def _describe_eqn(eqn):
+    if eqn is None:
+        return "unknown"
+    src = "unknown" if eqn.source_info is None else str(eqn.source_info)
+    return f"{eqn.primitive.name} from {src}"
+
+
+def saved_residuals(f, *args, **kwargs):
+    """``[(aval, description)]`` of the values ``grad``/``vjp`` of ``f`` would save."""
+    flat_args, in_tree = tree_flatten((args, kwargs))
+    names = arg_names(f, args, kwargs)
+
+    def residuals_of(*leaves):
+        flat_f, _ = flatten_fun(f, in_tree)
+        _, linear, _ = ad.linearize_flat(flat_f, list(leaves))
+        return list(linear.consts)
+
+    avals = [abstractify(x, n) for x, n in zip(flat_args, names)]
+    jaxpr = pe.trace_to_jaxpr(residuals_of, avals, core.DebugInfo(fun_name(f), names,
+                                                                   "saved_residuals")).jaxpr
+    return _describe_residuals(jaxpr, names)
+
+
+def _describe_residuals(jaxpr, names):
+    res_vars = {v for v in jaxpr.outvars if type(v) is not Literal}
+    results = [(v.aval, "from a literal") for v in jaxpr.outvars if type(v) is Literal]
+    results += [(v.aval, "from a constant") for v in jaxpr.constvars if v in res_vars]
+    results += [(v.aval, f"from the argument {n}") for v, n in zip(jaxpr.invars, names)
+                if v in res_vars]
+    for eqn in jaxpr.eqns:
+        src = "unknown" if eqn.source_info is None else str(eqn.source_info)
+        for v in eqn.outvars:
+            if v not in res_vars:
+                continue
+            if eqn.primitive is name_p:
+                results.append((v.aval, f"named '{eqn.params['name']}' from {src}"))
+            elif eqn.primitive.name == "jit":
+                results.append((v.aval, f"output of jitted function '{eqn.params['name']}' "
+                                        f"from {src}"))
+            elif eqn.primitive is offload_p:
+                results.append((v.aval, f"offloaded {_offload_source(jaxpr, eqn)}"))
+            else:
+                results.append((v.aval, f"output of {eqn.primitive.name} from {src}"))
+    return results
+
+
+def _offload_source(jaxpr, offload_eqn):
+    src = offload_eqn.invars[0]
+    for eqn in jaxpr.eqns:
+        if src in eqn.outvars:
+            if eqn.primitive is name_p:
+                return f"named '{eqn.params['name']}' from {eqn.source_info}"
+            return f"output of {_describe_eqn(eqn)}"
+    return "value"
+
+
+def print_saved_residuals(f, *args, **kwargs):
+    """Print what ``grad``/``vjp`` of ``f`` would save, one value per line, then the total."""
+    residuals = saved_residuals(f, *args, **kwargs)
+    total = 0
+    for aval, src in residuals:
+        print(f"{aval.str_short()} {src}")
+        if not src.startswith("offloaded"):
+            total += aval.nbytes
+    offloaded = sum(a.nbytes for a, s in residuals if s.startswith("offloaded"))
+    extra = f" (+{offloaded} bytes offloaded)" if offloaded else ""
+    print(f"total: {total} bytes saved in {len(residuals)} residuals{extra}")
