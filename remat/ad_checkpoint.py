@@ -390,6 +390,19 @@ pe.dce_rules[checkpoint_p] = _checkpoint_dce
 pe.partial_eval_jaxpr_custom_rules[checkpoint_p] = _checkpoint_pe_custom
 
 
+def _checkpoint_inline(eqn):
+    """Under jit the executor flattens checkpoints; a differentiated one (the backward pass's
+    recomputation) first passes the inputs ``prevent_cse`` selects through a barrier."""
+    p = eqn.params
+    if not p["differentiated"] or p["prevent_cse"] is False:
+        return p["jaxpr"], None
+    flags = p["prevent_cse"]
+    return p["jaxpr"], [True] * len(eqn.invars) if flags is True else list(flags)
+
+
+exec.passes.inline_rules[checkpoint_p] = _checkpoint_inline
+
+
 # --- the user API ----------------------------------------------------------------------------
 
 _CONCRETE_MESSAGE = """The 'concrete' option to remat.checkpoint / remat.remat is deprecated; in \

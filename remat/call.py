@@ -146,6 +146,8 @@ pe.partial_eval_rules[jit_p] = _jit_partial_eval
 batching.primitive_batchers[jit_p] = _jit_batch
 pe.dce_rules[jit_p] = _jit_dce
 pe.partial_eval_jaxpr_custom_rules[jit_p] = _jit_pe_custom
+exec.passes.inline_rules[jit_p] = lambda eqn: (
+    None if eqn.params["jaxpr"].consts else (eqn.params["jaxpr"], None))
 
 
 # --- the user wrapper ------------------------------------------------------------------------

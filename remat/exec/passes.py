@@ -1,11 +1,56 @@
 """Jaxpr-to-jaxpr passes run before execution under jit."""
 
-from remat.core import Jaxpr, JaxprEqn, Literal
+from remat.core import Jaxpr, JaxprEqn, Literal, Var
 from remat.interpreters import partial_eval as pe
 
 # Primitives never merged by CSE: barriers exist precisely to keep values distinct, and
 # effectful or random primitives must run as often as written.
 cse_barriers = set()
+
+# prim -> fn(eqn) -> (ClosedJaxpr to inline, per-input barrier flags or None): call-like
+# primitives (jit, checkpoint) whose bodies the executor flattens into the caller's plan.
+inline_rules = {}
+barrier_primitive = None  # optimization_barrier_p, registered by remat.lax.identity
+
+
+def inline_calls(jaxpr):
+    """Flatten inlinable call equations into ``jaxpr`` (fresh variables for each inlined
+    body). A checkpoint's recomputation is preceded by an optimization barrier on the inputs
+    its ``prevent_cse`` selects, so CSE cannot merge it with the forward pass."""
+    if not any(e.primitive in inline_rules for e in jaxpr.eqns):
+        return jaxpr
+    rename = {}
+
+    def atom(v, env):
+        return env.get(v, v) if type(v) is not Literal else v
+
+    eqns = []
+    for eqn in jaxpr.eqns:
+        rule = inline_rules.get(eqn.primitive)
+        ins = [atom(v, rename) for v in eqn.invars]
+        inlined = rule(eqn) if rule is not None else None
+        if inlined is None:
+            eqns.append(eqn if ins == eqn.invars else eqn.replace(invars=ins))
+            continue
+        closed, barrier = inlined
+        if barrier:
+            picked = [i for i, (v, b) in enumerate(zip(ins, barrier)) if b and type(v) is Var]
+            if picked:
+                outs = [Var(ins[i].aval) for i in picked]
+                eqns.append(JaxprEqn([ins[i] for i in picked], outs, barrier_primitive, {},
+                                     eqn.source_info))
+                for i, o in zip(picked, outs):
+                    ins[i] = o
+        inner = inline_calls(closed.jaxpr)
+        env = dict(zip(inner.invars, ins))
+        for e in inner.eqns:
+            new_outs = [Var(v.aval) for v in e.outvars]
+            eqns.append(e.replace(invars=[atom(v, env) for v in e.invars], outvars=new_outs))
+            env.update(zip(e.outvars, new_outs))
+        for outer_v, inner_v in zip(eqn.outvars, inner.outvars):
+            rename[outer_v] = atom(inner_v, env)
+    outvars = [atom(v, rename) for v in jaxpr.outvars]
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, outvars, eqns, jaxpr.debug_info)
 
 
 def _atom_key(v, rename):
@@ -54,7 +99,7 @@ def cse_jaxpr(jaxpr):
 
 
 def optimize_jaxpr(jaxpr):
-    """The pass pipeline run once per jitted jaxpr: CSE, then DCE."""
-    jaxpr = cse_jaxpr(jaxpr)
+    """The pass pipeline run once per jitted jaxpr: inlining, CSE, then DCE."""
+    jaxpr = cse_jaxpr(inline_calls(jaxpr))
     jaxpr, _ = pe.dce_jaxpr(jaxpr)
     return jaxpr

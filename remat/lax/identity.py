@@ -4,6 +4,7 @@
 import numpy as np
 
 from remat import core
+from remat.exec import passes
 from remat.interpreters import ad, batching
 from remat.lax.standard import standard_primitive
 
@@ -68,6 +69,8 @@ def _barrier_transpose(cts, *args):
     return result
 
 
+passes.cse_barriers.add(optimization_barrier_p)
+passes.barrier_primitive = optimization_barrier_p
 ad.primitive_jvps[optimization_barrier_p] = _barrier_jvp
 ad.primitive_transposes[optimization_barrier_p] = _barrier_transpose
 batching.primitive_batchers[optimization_barrier_p] = lambda vals, dims: (
