@@ -249,7 +249,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
         _check_scalar_output(out, "grad")
         from remat import lax
 
-        ct = lax.full((), 1.0, core.get_aval(out).dtype)
+        ct = lax.full_like(out, 1.0)
         grads = pullback.apply(ct, consume=True)
         g = grads[0] if isinstance(argnums, int) else grads
         return ((out, aux), g) if has_aux else (out, g)

@@ -355,3 +355,13 @@ def test_nested_vmap_and_vmap_of_grad():
     xs, ys = _rand((4, 3)), _rand((4, 3))
     out = remat.vmap(g)(xs, ys)
     np.testing.assert_allclose(np.asarray(out), ys, rtol=1e-6)
+
+
+def test_float64_under_x64(x64):
+    x, y = _rand((3, 4), np.float64), _rand((4, 5), np.float64)
+    out = lax.dot(x, y)
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(np.asarray(out), x @ y, rtol=1e-13)
+    out = lax.dot(x.astype(np.float32), y)  # mixed: the wider operand wins
+    assert out.dtype == np.float64
+    check_grads(lambda a, b: lax.dot(a, b), (x, y), order=2, modes=("fwd", "rev"))

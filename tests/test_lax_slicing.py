@@ -31,6 +31,10 @@ def _scatter_dnums(g):
                g.operand_batching_dims, g.start_indices_batching_dims)
 
 
+def _sum(x):
+    return lax.reduce_sum(x, tuple(range(np.ndim(x))))
+
+
 def _loop(f, args, in_axes):
     """``vmap``'s specification: apply ``f`` per batch element and stack the results."""
     size = next(np.shape(a)[ax] for a, ax in zip(args, in_axes) if ax is not None)
@@ -167,6 +171,8 @@ def test_dynamic_slice_errors():
         lax.dynamic_slice_p.bind(x, np.int32(0), np.int16(0), slice_sizes=(1, 1))
     with pytest.raises(TypeError, match="must be integers of the same type"):
         lax.dynamic_slice_p.bind(x, np.float32(0), np.float32(0), slice_sizes=(1, 1))
+    with pytest.raises(TypeError, match="must be integers of the same type"):
+        lax.dynamic_slice(x, (1.0, 0), (1, 1))
     with pytest.raises(TypeError, match="must be scalars"):
         lax.dynamic_slice_p.bind(x, np.zeros(2, np.int32), np.int32(0), slice_sizes=(1, 1))
 
@@ -284,10 +290,47 @@ def test_gather_empty_and_weak():
     out = lax.gather(x, np.zeros((0, 1), np.int32), GDN((1,), (0,), (0,)), (1, 3))
     assert out.shape == (0, 3) and out.weak_type
     out = lax.gather(np.zeros((0, 3), np.float32), np.zeros((2, 1), np.int32),
-                     GDN((1,), (0,), (0,)), (0, 3))
-    assert out.shape == (2, 3)
+                     GDN((1, 2), (), (0,)), (0, 3))
+    assert out.shape == (2, 0, 3)
     assert lax.gather(x, np.zeros((2, 0), np.int32), GDN((1, 2), (), ()), (4, 3)).shape == \
         (2, 4, 3)
+
+
+def test_gather_index_dtypes_and_layouts():
+    x = _f32(6, 5)
+    for dtype in (np.int8, np.uint8, np.int16, np.uint32):
+        idx = np.array([[5, 0], [1, 2], [3, 4]], dtype)
+        out = lax.gather(x, idx, GDN((), (0, 1), (0, 1)), (1, 1))
+        np.testing.assert_array_equal(_np(out), x[idx[:, 0], idx[:, 1]])
+    neg = np.array([[-1], [2]], np.int8)
+    np.testing.assert_array_equal(_np(lax.gather(x, neg, GDN((1,), (0,), (0,)), (1, 5))),
+                                  x[[0, 2]])  # clamped, not wrapped
+    # a non-contiguous operand (a transposed view) takes the general indexing path
+    xt = lax.transpose(x, (1, 0))
+    idx = np.array([[4, 1], [0, 5]], np.int32)
+    out = lax.gather(xt, idx, GDN((), (0, 1), (0, 1)), (1, 1))
+    np.testing.assert_array_equal(_np(out), x.T[idx[:, 0], idx[:, 1]])
+    out = lax.scatter_add(xt, idx, np.ones(2, np.float32), SDN((), (0, 1), (0, 1)))
+    want = x.T.copy()
+    want[idx[:, 0], idx[:, 1]] += 1
+    np.testing.assert_array_equal(_np(out), want)
+
+
+def test_jit_matches_eager():
+    x, u = _f32(6, 3), _f32(4, 3)
+    idx = np.array([[5], [0], [5], [-3]], np.int32)
+    dn, sdn = GDN((1,), (0,), (0,)), SDN((1,), (0,), (0,))
+
+    def f(x, i, u):
+        g = lax.gather(x, i, dn, (1, 3), mode="fill", fill_value=0.0)
+        s = lax.scatter_max(x, i, lax.mul(g, u), sdn)
+        i0 = lax.reshape(lax.slice(i, (0, 0), (1, 1)), ())
+        return lax.scatter(s, i, u, sdn, mode="clip"), lax.dynamic_slice(s, (i0, 1), (2, 2))
+
+    for a, b in zip(remat.jit(f)(x, idx, u), f(x, idx, u)):
+        np.testing.assert_array_equal(_np(a), _np(b))
+    g = remat.grad(lambda x: _sum(remat.jit(f)(x, idx, u)[0]))(x)
+    np.testing.assert_array_equal(_np(g), _np(remat.grad(lambda x: _sum(f(x, idx, u)[0]))(x)))
 
 
 def test_dimension_numbers_are_hashable_named_tuples():
@@ -410,7 +453,7 @@ def test_scatter_names_and_weak_type():
                           ("scatter_mul", "scatter-mul["), ("scatter_min", "scatter-min["),
                           ("scatter_max", "scatter-max[")]:
         fn = getattr(lax, name)
-        out = fn(x, np.array([[1]]), 3.0, SDN((), (0,), (0,)))
+        out = fn(x, np.array([[1]]), lax.full((1,), 3.0), SDN((), (0,), (0,)))
         assert out.weak_type and _np(out).dtype == np.float32
         text = str(remat.make_jaxpr(lambda x, fn=fn: fn(x, np.array([[1]]),
                                                          np.ones(1, np.float32),
@@ -421,7 +464,7 @@ def test_scatter_names_and_weak_type():
 
 @pytest.mark.parametrize("dn,idx_shape,upd_shape,match", [
     (SDN((1,), (0,), (0,)), (2, 1), (2, 3, 1), "Updates tensor must be of rank 2; got 3"),
-    (SDN((0, 1), (0,), (0,)), (2, 1), (2, 3), "Scatter op has window of size 3"),
+    (SDN((0, 1), (0,), (0,)), (2, 1), (1, 3, 2), "Scatter op has window of size 3"),
     (SDN((1,), (0,), (0,)), (2, 1), (3, 3), "Bounds of the scatter dimensions of updates"),
     (SDN((1,), (0,), (0,)), (2, 1), (2, 4), "Bounds of the window dimensions of updates"),
     (SDN((1,), (0,), (0, 1)), (2, 1), (2, 3), "elements in scatter_dims_to_operand_dims"),
@@ -458,7 +501,7 @@ DNUM_TABLE = [
     ((5, 6), (3,), GDN((1,), (0,), (1, 0)), (1, 2)),
     ((3, 5), (3, 4), GDN((), (1,), (1,), (0,), (0,)), (1, 1)),
     ((3, 5, 4), (4, 3), GDN((2,), (1,), (1,), (0,), (1,)), (1, 1, 4)),
-    ((2, 3, 5), (3, 2, 4), GDN((3,), (2,), (2,), (0, 1), (1, 0)), (1, 1, 2)),
+    ((2, 3, 5, 4), (3, 2, 4), GDN((3,), (2,), (2,), (0, 1), (1, 0)), (1, 1, 1, 2)),
 ]
 
 
@@ -483,8 +526,8 @@ def test_gather_and_scatters_match_jax(case):
     sdn = _scatter_dnums(dn)
     jsdn = jax.lax.ScatterDimensionNumbers(*sdn)
     u = _f32(*got.shape)
-    for name, mode in itertools.product(["scatter_add", "scatter_mul", "scatter_min",
-                                         "scatter_max"], ["clip", "fill"]):
+    for name, mode in [("scatter_add", "clip"), ("scatter_add", "fill"), ("scatter_mul", "fill"),
+                       ("scatter_min", "clip"), ("scatter_max", "fill")]:
         got_s = _np(getattr(lax, name)(x, idx, u, sdn, mode=mode))
         want_s = np.asarray(getattr(jax.lax, name)(x, idx, u, jsdn, mode=mode))
         np.testing.assert_allclose(got_s, want_s, rtol=1e-6, err_msg=f"{name} {mode}")
@@ -518,7 +561,7 @@ def test_dynamic_slice_grads(start):
 
 def test_dynamic_slice_grad_lands_at_clamped_position():
     x = _f32(5, 6)
-    g = remat.grad(lambda x: lax.dynamic_slice(x, (4, -9), (2, 3)).sum())(x)
+    g = remat.grad(lambda x: _sum(lax.dynamic_slice(x, (4, -9), (2, 3))))(x)
     want = np.zeros_like(x)
     want[3:5, 0:3] = 1
     np.testing.assert_array_equal(_np(g), want)
@@ -528,7 +571,8 @@ def test_dynamic_slice_grad_lands_at_clamped_position():
 def test_dynamic_update_slice_grads(start):
     x, u = _f32(5, 6), _f32(2, 3)
     check_grads(lambda x, u: lax.dynamic_update_slice(x, u, start), (x, u), order=2)
-    check_grads(lambda x, u: lax.dynamic_update_slice(x * x, lax.sin(u), start), (x, u), order=2)
+    check_grads(lambda x, u: lax.dynamic_update_slice(lax.mul(x, x), lax.sin(u), start),
+                (x, u), order=2)
 
 
 GRAD_TABLE = [0, 1, 4, 5, 7, 8, 9]
@@ -547,11 +591,16 @@ def test_gather_grads(case):
 def test_gather_fill_gradient_is_zero_out_of_bounds():
     x = _f32(10)
     idx = np.array([[8], [3]])
-    g = remat.grad(lambda x: lax.gather(x, idx, GDN((1,), (), (0,)), (3,), mode="fill",
-                                        fill_value=0.0).sum())(x)
+    g = remat.grad(lambda x: _sum(lax.gather(x, idx, GDN((1,), (), (0,)), (3,), mode="fill",
+                                             fill_value=0.0)))(x)
     want = np.zeros(10, np.float32)
     want[3:6] = 1
     np.testing.assert_array_equal(_np(g), want)
+    # the default fill is NaN, but the tangent of a filled window is zero
+    out, t = remat.jvp(lambda x: lax.gather(x, idx, GDN((1,), (), (0,)), (3,), mode="fill"),
+                       (x,), (np.ones(10, np.float32),))
+    assert np.isnan(_np(out)[0]).all()
+    np.testing.assert_array_equal(_np(t), [[0, 0, 0], [1, 1, 1]])
 
 
 @pytest.mark.parametrize("case", GRAD_TABLE)
@@ -564,8 +613,9 @@ def test_scatter_add_grads(case):
     check_grads(lambda x, u: lax.scatter_add(x, idx, u, sdn), (x, u), order=2)
     check_grads(lambda x, u: lax.scatter_sub(x, idx, lax.sin(u), sdn), (x, u), order=2)
     oob = _table_indices(shape, batch, dn, sizes)
-    check_grads(lambda x, u: lax.scatter_add(x, oob, u * u, sdn, mode="clip"), (x, u), order=2)
-    check_grads(lambda x, u: lax.scatter_add(x, oob, u * u, sdn), (x, u), order=2)
+    check_grads(lambda x, u: lax.scatter_add(x, oob, lax.mul(u, u), sdn, mode="clip"), (x, u),
+                order=2)
+    check_grads(lambda x, u: lax.scatter_add(x, oob, lax.mul(u, u), sdn), (x, u), order=2)
 
 
 def _unique_rows(n, size):
@@ -593,7 +643,7 @@ def test_scatter_with_duplicates_grads():
     idx = np.array([[1], [4], [1], [0], [1]])
     dn = SDN((1,), (0,), (0,))
     check_grads(lambda x, u: lax.scatter(x, idx, u, dn), (x, u), order=2)
-    g = remat.grad(lambda u: lax.scatter(x, idx, u, dn).sum())(u)
+    g = remat.grad(lambda u: _sum(lax.scatter(x, idx, u, dn)))(u)
     np.testing.assert_array_equal(_np(g), [[0, 0], [1, 1], [0, 0], [1, 1], [1, 1]])
     u0 = u.copy()
     u0[0] = 0.0
@@ -602,8 +652,8 @@ def test_scatter_with_duplicates_grads():
         check_grads(lambda x, u: lax.scatter_mul(x, idx, u, dn), (x, uu), order=1)
     # extremal scatters with ties split the derivative evenly, as in JAX
     xt = np.zeros(3, np.float32)
-    g_x, g_u = remat.grad(lambda x, u: lax.scatter_max(x, np.array([[1], [1], [2]]), u,
-                                                       SDN((), (0,), (0,))).sum(),
+    g_x, g_u = remat.grad(lambda x, u: _sum(lax.scatter_max(x, np.array([[1], [1], [2]]), u,
+                                                            SDN((), (0,), (0,)))),
                           argnums=(0, 1))(xt, np.array([0.0, -1.0, 5.0], np.float32))
     np.testing.assert_allclose(_np(g_x), [1, 0.5, 0])
     np.testing.assert_allclose(_np(g_u), [0.5, 0, 1])
@@ -614,8 +664,9 @@ def test_grads_match_jax():
     x, u = _f32(6, 2), _f32(5, 2)
     idx = np.array([[1], [4], [1], [0], [1]], np.int32)
     for name in ["scatter", "scatter_add", "scatter_max", "scatter_min"]:
-        f = lambda mod, x, u, name=name: getattr(mod.lax, name)(  # noqa: E731
-            x, idx, u * u, mod.lax.ScatterDimensionNumbers((1,), (0,), (0,))).sum()
+        f = lambda mod, x, u, name=name: mod.lax.reduce_sum(getattr(mod.lax, name)(  # noqa
+            x, idx, mod.lax.mul(u, u), mod.lax.ScatterDimensionNumbers((1,), (0,), (0,))),
+            (0, 1))
         want = jax.grad(lambda x, u, f=f: f(jax, x, u), argnums=(0, 1))(x, u)
         got = remat.grad(lambda x, u, f=f: f(remat, x, u), argnums=(0, 1))(x, u)
         for a, b in zip(got, want):
@@ -629,7 +680,7 @@ AXES3 = [(0, None, None), (None, 0, None), (None, None, 0), (1, 0, None), (1, No
 
 
 def test_slice_vmap():
-    x = _f32(4, 5, 6)
+    x = _f32(6, 6, 6)
     f = lambda x: lax.slice(x, (1, 0), (4, 6), (2, 3))  # noqa: E731
     for ax in (0, 1, 2):
         _check_vmap(f, (x,), (ax,))
@@ -702,17 +753,34 @@ def test_scatter_vmap(name, case):
             _check_vmap(f, (x, idx, u), in_axes)
 
 
+@pytest.mark.parametrize("name", ["scatter", "scatter_add", "scatter_mul", "scatter_min",
+                                  "scatter_max"])
+def test_vmap_of_grad_with_duplicate_indices(name):
+    fn = getattr(lax, name)
+    x, u = _f32(3, 6, 2), _f32(3, 5, 2)
+    idx = RNG.integers(0, 6, (3, 5, 1)).astype(np.int32)
+    dn = SDN((1,), (0,), (0,))
+    grad = remat.grad(lambda x, i, u: _sum(lax.sin(fn(x, i, u, dn))), argnums=(0, 2))
+    for in_axes in [(0, 0, 0), (None, 0, 1)]:
+        xs = x if in_axes[0] is not None else x[0]
+        us = u if in_axes[2] == 0 else np.moveaxis(u, 0, 1)
+        got = remat.vmap(grad, in_axes=in_axes)(xs, idx, us)
+        for k, g in enumerate(got):
+            want = _loop(lambda *a, k=k: grad(*a)[k], (xs, idx, us), in_axes)
+            np.testing.assert_allclose(_np(g), want, rtol=1e-5, atol=1e-6)
+
+
 def test_vmap_of_grad_and_grad_of_vmap():
     x = _f32(3, 6)
     idx = np.array([[[1], [4], [1]], [[0], [0], [5]], [[2], [3], [4]]], np.int32)
 
     def f(x, i):
-        return (lax.gather(x, i, GDN((), (0,), (0,)), (1,)) ** 2).sum()
+        return _sum(lax.integer_pow(lax.gather(x, i, GDN((), (0,), (0,)), (1,)), 2))
 
     got = remat.vmap(remat.grad(f))(x, idx)
     want = np.stack([_np(remat.grad(f)(x[k], idx[k])) for k in range(3)])
     np.testing.assert_allclose(_np(got), want, rtol=1e-6)
-    g = remat.grad(lambda x: remat.vmap(f)(x, idx).sum())(x)
+    g = remat.grad(lambda x: _sum(remat.vmap(f)(x, idx)))(x)
     np.testing.assert_allclose(_np(g), want, rtol=1e-6)
     check_grads(lambda x: remat.vmap(lambda x, i: lax.scatter_add(
-        x, i, lax.slice_in_dim(x, 0, 3) * 2, SDN((), (0,), (0,))))(x, idx), (x,), order=1)
+        x, i, lax.mul(lax.slice_in_dim(x, 0, 3), 2.0), SDN((), (0,), (0,))))(x, idx), (x,), order=1)

@@ -22,19 +22,19 @@ from remat.core import (
 
 
 class StagingTracer(Tracer):
-    __slots__ = ("var",)
+    __slots__ = ("jaxpr_var",)  # not "var": that name is the array method ``x.var()``
 
     def __init__(self, trace, var):
         self._trace = trace
-        self.var = var
+        self.jaxpr_var = var
 
     @property
     def aval(self):
-        return self.var.aval
+        return self.jaxpr_var.aval
 
     @property
     def _origin(self):
-        return self._trace.describe_origin(self.var)
+        return self._trace.describe_origin(self.jaxpr_var)
 
 
 class StagingTrace(Trace):
@@ -75,7 +75,7 @@ class StagingTrace(Trace):
     def to_atom(self, x):
         if isinstance(x, Tracer):
             if x._trace is self:
-                return x.var
+                return x.jaxpr_var
             self.check_foreign(x)
             return self._const(x, x.aval)
         aval = get_aval(x)

@@ -470,11 +470,16 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     d = _to_inexact_dtype(_dtype(a))
     x = _convert(a, d)
     nd = x.ndim
-    if axis is None:
-        x = ravel(x)
-        ax = 0
+    axes = _reduction_axes(axis, nd)
+    if len(axes) > 1 or axis is None:
+        # move the reduced axes to the end and merge them into one
+        kept = [i for i in range(nd) if i not in axes]
+        x = lax.transpose(x, tuple(kept) + axes)
+        x = lax.reshape(x, tuple(_shape(x)[:len(kept)])
+                        + (math.prod(_shape(a)[i] for i in axes),))
+        ax = len(kept)
     else:
-        ax = _canonicalize_axis(axis, nd)
+        ax = axes[0]
     n = _shape(x)[ax]
     if n == 0:
         raise ValueError("median of an empty axis is undefined")
@@ -491,11 +496,7 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
                                             lax.full((), 2, d))
     has_nan = any(isnan(x), axis=ax)
     out = lax.select(has_nan, lax.full(_shape(out), np.nan, d), out)
-    if keepdims:
-        if axis is None:
-            return lax.reshape(out, (1,) * nd)
-        return lax.expand_dims(out, (ax,))
-    return out
+    return _keep(out, axes, nd, keepdims)
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
