@@ -544,6 +544,19 @@ def test_vmap_of_grad_of_cond_with_batched_predicate_and_int_operand():
                  np.array([np.cos(x), 5.0], np.float32), 1e-6)
 
 
+def test_cond_batched_predicate_under_jvp_either_order():
+    def f(x):
+        return lax.cond(x[0] > 0, lambda x: jnp.sin(x) * x, lambda x: x * 3.0, x)
+
+    def fr(x):
+        return jnp.sin(x) * x if x[0] > 0 else x * 3.0
+
+    xs, ts = rand(5, 3), rand(5, 3)
+    expected = stack([remat.jvp(fr, (x,), (t,)) for x, t in zip(xs, ts)])
+    assert_close(remat.vmap(lambda x, t: remat.jvp(f, (x,), (t,)))(xs, ts), expected, 1e-5)
+    assert_close(remat.jvp(remat.vmap(f), (xs,), (ts,)), expected, 1e-5)
+
+
 # --- while_loop / fori_loop -------------------------------------------------------------------
 
 
@@ -861,6 +874,90 @@ def test_scan_of_scan_and_cond_in_scan_second_order():
     check_grads(f, args, order=2)
 
 
+def test_while_in_scan_and_cond_in_while_under_vmap_jit_jvp():
+    def f(a, xs):
+        def body(c, x):
+            def wb(s):
+                v, i = s
+                v = lax.cond(v > 1.0, lambda v: v * 0.5, lambda v: v + x, v)
+                return v, i + 1
+
+            v, _ = lax.while_loop(lambda s: s[1] < 3, wb, (c, 0))
+            return v, v * a
+
+        return lax.scan(body, a, xs)
+
+    def fr(a, xs):
+        c, ys = a, []
+        for x in xs:
+            for _ in range(3):
+                c = c * 0.5 if c > 1.0 else c + x
+            ys.append(c * a)
+        return c, jnp.stack(ys)
+
+    a, xs = np.float32(0.7), np.abs(rand(4))
+    assert_close(f(a, xs), fr(a, xs), 1e-5)
+    As = np.array([0.2, 0.7, 1.5], np.float32)
+    assert_close(remat.vmap(f, (0, None))(As, xs), stack([fr(ai, xs) for ai in As]), 1e-5)
+    xb = np.abs(rand(2, 4))
+    assert_close(remat.jit(remat.vmap(f, (None, 0)))(a, xb), stack([fr(a, x) for x in xb]), 1e-5)
+    assert_close(remat.jvp(f, (a, xs), (np.float32(1), xs)),
+                 remat.jvp(fr, (a, xs), (np.float32(1), xs)), 1e-4)
+
+
+def test_scan_in_while_with_batched_predicate_and_traced_fori_in_scan():
+    def f(x):
+        def body(s):
+            v, i = s
+            v, _ = lax.scan(lambda c, _: (jnp.sin(c) + 0.5, None), v, None, length=2)
+            return v, i + 1
+
+        return lax.while_loop(lambda s: (s[0] < 1.3) & (s[1] < 10), body, (x, 0))
+
+    def fr(x):
+        v, i = x, 0
+        while v < 1.3 and i < 10:
+            for _ in range(2):
+                v = jnp.sin(v) + 0.5
+            i += 1
+        return v, i
+
+    xs = np.array([-1.0, 0.5, 3.0, 1.2], np.float32)
+    expected = stack([fr(x) for x in xs])
+    assert_close(remat.vmap(f)(xs), expected, 1e-6)
+    assert_close(remat.jit(remat.vmap(f))(xs), expected, 1e-6)
+    _, t = remat.jvp(remat.vmap(lambda x: f(x)[0]), (xs,), (np.ones(4, np.float32),))
+    assert_close(t, np.stack([remat.jvp(lambda x: fr(x)[0], (x,), (np.float32(1),))[1]
+                              for x in xs]), 1e-5)
+
+    def g(n, x):
+        return lax.scan(lambda c, k: (lax.fori_loop(0, n + k, lambda i, v: v * 1.5, c), c),
+                        x, np.arange(3, dtype=np.int32))
+
+    def gr(n, x):
+        c, ys = x, []
+        for k in range(3):
+            ys.append(c)
+            c = c * 1.5 ** (int(n) + k)
+        return c, jnp.stack(ys)
+
+    ns, xs = np.array([0, 2], np.int32), rand(2)
+    assert_close(remat.vmap(g)(ns, xs), stack([gr(n, x) for n, x in zip(ns, xs)]), 1e-5)
+
+
+def test_vmap_of_vmap_of_scan_and_its_gradient():
+    f = lambda c, xs: lax.scan(lambda c, x: (c * x + 1.0, jnp.sin(c)), c, xs)
+    fr = lambda c, xs: scan_ref(lambda c, x: (c * x + 1.0, jnp.sin(c)), c, xs)
+    xs, cs = rand(5, 2, 3), rand(3, 2)  # xs: scan axis 0, outer batch axis 1, inner axis 2
+    ff = remat.vmap(remat.vmap(f, in_axes=(0, 1)), in_axes=(1, 1))
+    expected = stack([stack([fr(cs[j, i], xs[:, i, j]) for j in range(3)]) for i in range(2)])
+    assert_close(ff(cs, xs), expected, 1e-5)
+    g = remat.grad(lambda cs, xs: jnp.sum(ff(cs, xs)[1]), (0, 1))(cs, xs)
+    g_r = remat.grad(lambda cs, xs: sum(jnp.sum(fr(cs[j, i], xs[:, i, j])[1])
+                                        for i in range(2) for j in range(3)), (0, 1))(cs, xs)
+    assert_close(g, g_r, 1e-4)
+
+
 # --- errors -----------------------------------------------------------------------------------
 
 
@@ -964,6 +1061,24 @@ def test_vjp_of_scan_stacks_per_iteration_residuals_and_not_invariant_ones():
     ct = rand(4)
     out_r, pb_r = remat.vjp(lambda h0, xs: scan_ref(body, h0, xs)[0], h0, xs)
     assert_close(out, out_r, 1e-5)
+    assert_close(pullback(ct), pb_r(ct), 1e-5)
+
+
+def test_residuals_computed_from_loop_invariants_are_hoisted_out_of_the_scan():
+    L = 6
+    Wm, h0, xs = rand(4, 4), rand(4), rand(L, 4)
+
+    def body(Wm):
+        return lambda h, x: (jnp.sin(jnp.tanh(Wm) @ h + x), None)
+
+    _, pullback = remat.vjp(lambda Wm, h0, xs: lax.scan(body(Wm), h0, xs)[0], Wm, h0, xs)
+    shapes = sorted(np.shape(c) for c in pullback.linear.consts)
+    # tanh(W) and its derivative once each; cos(.) and the carries stacked per iteration
+    assert shapes == [(4, 4), (4, 4), (L, 4), (L, 4)], shapes
+    consts = [np.asarray(c) for c in pullback.linear.consts]
+    assert any(np.allclose(c, np.tanh(Wm), atol=1e-6) for c in consts if c.shape == (4, 4))
+    ct = rand(4)
+    _, pb_r = remat.vjp(lambda Wm, h0, xs: scan_ref(body(Wm), h0, xs)[0], Wm, h0, xs)
     assert_close(pullback(ct), pb_r(ct), 1e-5)
 
 

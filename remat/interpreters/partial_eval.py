@@ -212,15 +212,15 @@ def dce_jaxpr(jaxpr, used_outputs=None, prune_inputs=False):
             continue
         rule = dce_rules.get(eqn.primitive)
         if rule is not None:
-            used_ins, eqn = rule(used, eqn)
-            if eqn is None:
-                continue
+            used_ins, new_eqn = rule(used, eqn)
         else:
-            used_ins = [True] * len(eqn.invars)
+            used_ins, new_eqn = [True] * len(eqn.invars), eqn
+        if new_eqn is None:
+            continue
         for v, u in zip(eqn.invars, used_ins):
             if u and type(v) is Var:
                 live.add(v)
-        new_eqns.append(eqn)
+        new_eqns.append(new_eqn)
     new_eqns.reverse()
     used_inputs = [v in live for v in jaxpr.invars]
     invars = [v for v, u in zip(jaxpr.invars, used_inputs) if u] if prune_inputs \

@@ -540,6 +540,8 @@ def full(shape, fill_value, dtype=None, *, device=None):
     broadcasts to ``shape``)."""
     _check_arraylike("full", fill_value)
     s = _checked_shape(shape, "full")
+    if type(fill_value) is builtins.bool:
+        fill_value = np.bool_(fill_value)
     if ndim(fill_value) == 0:
         return lax.full(s, fill_value, None if dtype is None else _canon(dtype))
     return broadcast_to(asarray(fill_value, dtype=dtype), s)
@@ -550,7 +552,7 @@ def _like(a, dtype, shape, name):
     aval = core.get_aval(a)
     s = aval.shape if shape is None else _checked_shape(shape, name)
     if dtype is None:
-        return s, aval.dtype, aval.weak_type
+        return (s,) + _dtype_and_weak(a)
     return s, _canon(dtype), False
 
 
@@ -629,8 +631,12 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if num == 0:
         out = lax.full(out_shape, 0, cd)
     elif div > 0:
-        t = lax.div(lax.broadcasted_iota(cd, out_shape, axis), lax.full((), div, cd))
-        out = lax.add(lax.mul(start_b, lax.sub(lax.full((), 1, cd), t)), lax.mul(stop_b, t))
+        # NumPy's formula, start + i * step, with the endpoint set exactly
+        step_b = lax.div(lax.sub(stop_b, start_b), lax.full((), div, cd))
+        iota = lax.broadcasted_iota(cd, out_shape, axis)
+        out = lax.add(start_b, lax.mul(iota, step_b))
+        if endpoint:
+            out = lax.select(lax.eq(iota, lax.full((), num - 1, cd)), stop_b, out)
     else:
         out = start_b
     if dtypes.is_integer(d):
@@ -2094,28 +2100,25 @@ def _pad_linear_ramp(x, ax, lo, hi, end_values, nd):
     xf = _convert(x, cd)
     if lo:
         edge = _slice_axis(xf, ax, 0, 1)
-        parts.append(_ramp(edge, float(ev[ax, 0]), lo, ax, reverse=False))
+        parts.append(_ramp(edge, float(ev[ax, 0]), lo, ax))
     parts.append(xf)
     if hi:
         edge = _slice_axis(xf, ax, n - 1, n)
-        parts.append(_ramp(edge, float(ev[ax, 1]), hi, ax, reverse=True))
-    out = lax.concatenate(parts, ax)
-    if dtypes.is_integer(d):
-        out = lax.round(out, 1)
-    return _convert(out, d)
+        parts.append(lax.rev(_ramp(edge, float(ev[ax, 1]), hi, ax), (ax,)))
+    if dtypes.is_integer(d):  # NumPy builds integer ramps with an integer linspace: floor
+        parts = [lax.floor(p) if i != (1 if lo else 0) else p for i, p in enumerate(parts)]
+    return _convert(lax.concatenate(parts, ax), d)
 
 
-def _ramp(edge, end, count, ax, reverse):
-    """``count`` values going linearly from ``end`` towards ``edge`` (excluded), or the
-    reverse."""
+def _ramp(edge, end, count, ax):
+    """``count`` values going linearly from ``end`` towards ``edge`` (excluded): NumPy's
+    ``linspace(end, edge, count, endpoint=False)`` along ``ax``."""
     s = _with(_shape(edge), ax, count)
-    t = lax.div(lax.broadcasted_iota(_dtype(edge), s, ax), lax.full((), count, _dtype(edge)))
-    if reverse:
-        t = lax.sub(lax.full((), 1, _dtype(edge)), lax.add(t, lax.full((), 1 / count,
-                                                                         _dtype(edge))))
+    d = _dtype(edge)
     edge_b = lax.broadcast_in_dim(edge, s, tuple(range(len(s))))
-    end_ = lax.full((), end, _dtype(edge))
-    return lax.add(end_, lax.mul(t, lax.sub(edge_b, end_)))
+    end_ = lax.full((), end, d)
+    step = lax.div(lax.sub(edge_b, end_), lax.full((), count, d))
+    return lax.add(end_, lax.mul(lax.broadcasted_iota(d, s, ax), step))
 
 
 def nonzero(a, *, size=None, fill_value=None):
