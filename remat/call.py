@@ -61,17 +61,34 @@ def _jit_partial_eval(trace, args, params):
     unknowns = tuple(pe.is_unknown(trace, x) for x in args)
     known, unknown, out_unknowns, num_res = pe.partial_eval_jaxpr_nounits(jaxpr, unknowns,
                                                                           False)
+    known_args = [x for x, u in zip(args, unknowns) if not u]
+    known, forwarded = _forward_input_residuals(known, num_res)
     known, known_consts = closed_call(known)
     with core.set_current_trace(trace.parent):
-        known_outs = jit_p.bind(*known_consts, *[x for x, u in zip(args, unknowns) if not u],
-                                name=name, jaxpr=known)
-    n_known = len(known_outs) - num_res
-    residuals = known_outs[n_known:]
+        known_outs = jit_p.bind(*known_consts, *known_args, name=name, jaxpr=known)
+    n_known = len(known_outs) - (num_res - sum(f is not None for f in forwarded))
+    computed = iter(known_outs[n_known:])
+    residuals = [known_args[f] if f is not None else next(computed) for f in forwarded]
     unknown_outs = trace.stage_with_residuals(
         jit_p, [*residuals, *[x for x, u in zip(args, unknowns) if u]],
         dict(name=name, jaxpr=unknown))
     known_iter, unknown_iter = iter(known_outs[:n_known]), iter(unknown_outs)
     return [next(unknown_iter) if u else next(known_iter) for u in out_unknowns]
+
+
+def _forward_input_residuals(known, num_res):
+    """Residuals that are just inputs of the known jaxpr are passed along directly instead
+    of being returned by it. Returns the trimmed jaxpr and, per residual, the index of the
+    known input it is (or None)."""
+    j = known.jaxpr
+    n_out = len(j.outvars) - num_res
+    position = {v: i for i, v in enumerate(j.invars)}
+    forwarded = [position.get(v) if type(v) is Var else None for v in j.outvars[n_out:]]
+    if not any(f is not None for f in forwarded):
+        return known, forwarded
+    keep = [True] * n_out + [f is None for f in forwarded]
+    trimmed, _ = pe.dce_closed_jaxpr(known, keep)
+    return trimmed, forwarded
 
 
 def _jit_transpose(cts, *args, jaxpr, name):
@@ -101,7 +118,9 @@ def _jit_dce(used_outputs, eqn):
     new_jaxpr, used_inputs = pe.dce_jaxpr(closed.jaxpr, used_outputs, prune_inputs=True)
     if not new_jaxpr.eqns and not any(used_outputs):
         return used_inputs, None
-    new_params = dict(eqn.params, jaxpr=ClosedJaxpr(new_jaxpr, closed.consts))
+    live = set(new_jaxpr.constvars)
+    consts = [c for v, c in zip(closed.jaxpr.constvars, closed.consts) if v in live]
+    new_params = dict(eqn.params, jaxpr=ClosedJaxpr(new_jaxpr, consts))
     new_eqn = eqn.replace(
         invars=[v for v, u in zip(eqn.invars, used_inputs) if u],
         outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],

@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 
-from remat import dtypes, source_info
+from remat import dtypes, memory, source_info
 from remat.errors import (
     ConcretizationTypeError,
     TracerArrayConversionError,
@@ -188,8 +188,12 @@ class EvalTrace(Trace):
         out_aval = abstract_eval(primitive, avals, params)
         out = primitive.impl(*bufs, **params)
         if primitive.multiple_results:
-            return [make_array(o, a) for o, a in zip(out, out_aval)]
-        return make_array(out, out_aval)
+            out = [make_array(o, a) for o, a in zip(out, out_aval)]
+        else:
+            out = make_array(out, out_aval)
+        if memory._recorder is not None:
+            memory.record_step(primitive)
+        return out
 
     def _forward_to_tracer_trace(self, primitive, args, params):
         # Reached under ensure_compile_time_eval (or with an escaped tracer): traced operands

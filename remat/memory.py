@@ -9,6 +9,8 @@ for everything remat allocates.
 
 import numpy as np
 
+from remat import source_info
+
 _owners = {}  # id(owning ndarray) -> [number of holders, nbytes, is_host]
 _live = 0
 _peak = 0
@@ -56,6 +58,12 @@ def untrack(buf):
             _live -= entry[1]
 
 
+def holders(buf):
+    """How many holders the memory of ``buf`` has (0 when untracked)."""
+    entry = _owners.get(id(_owner(buf)))
+    return 0 if entry is None else entry[0]
+
+
 def live_bytes():
     """Bytes of all buffers currently held by remat arrays and executor buffers."""
     return _live
@@ -88,3 +96,63 @@ def peak_memory(f, *args, **kwargs):
     peak = _peak - start
     del out
     return peak
+
+
+# --- timelines -------------------------------------------------------------------------------
+
+_recorder = None  # a list of (event, live bytes) while memory_timeline records
+
+
+def record_step(primitive, info=None):
+    """Called after each primitive executes while a timeline is being recorded."""
+    if info is None:
+        info = source_info.current()
+    _recorder.append((f"{primitive.name} at {source_info.summarize(info)}", _live))
+
+
+def memory_timeline(f, *args, **kwargs):
+    """Run ``f`` once and return ``[(event, live bytes)]``: a sample after every primitive
+    executed (eagerly or by the jit executor), labelled with the primitive and the user's
+    source line, in bytes above the starting point."""
+    global _recorder
+    if _recorder is not None:
+        raise RuntimeError("memory_timeline calls cannot be nested")
+    start = _live
+    _recorder = [("start", start)]
+    try:
+        out = f(*args, **kwargs)
+        _recorder.append(("end (outputs alive)", _live))
+        del out
+    finally:
+        samples, _recorder = _recorder, None
+    return [(event, live - start) for event, live in samples]
+
+
+def plot_memory_timeline(timelines, path, title="live bytes over one call"):
+    """Draw one timeline or a ``{label: timeline}`` dict of them to a PNG at ``path``
+    (matplotlib is an optional dependency: ``pip install remat[demo]``)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise ImportError("plot_memory_timeline needs matplotlib: pip install 'remat[demo]'"
+                          ) from e
+    if not isinstance(timelines, dict):
+        timelines = {"timeline": timelines}
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for label, samples in timelines.items():
+        xs = np.linspace(0.0, 1.0, len(samples)) if len(samples) > 1 else [0.0]
+        ys = [live / 2**20 for _, live in samples]
+        peak = max(ys) if ys else 0.0
+        ax.plot(xs, ys, label=f"{label} (peak {peak:.1f} MiB)", linewidth=1.2)
+    ax.set_xlabel("progress through the call (fraction of primitive executions)")
+    ax.set_ylabel("live MiB")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -11,10 +11,16 @@ from remat.core import Literal
 from remat.exec.passes import optimize_jaxpr
 
 
-class Step:
-    __slots__ = ("primitive", "ins", "outs", "params", "frees", "out_dtypes", "multiple")
+# prim -> (its default impl, the NumPy ufunc it is): elementwise primitives the executor may
+# run with ``out=`` into the buffer of an input that dies at that step (no new allocation).
+inplace_ufuncs = {}
 
-    def __init__(self, primitive, ins, outs, params, frees, out_dtypes):
+
+class Step:
+    __slots__ = ("primitive", "ins", "outs", "params", "frees", "out_dtypes", "multiple",
+                 "source_info", "donor", "ufunc")
+
+    def __init__(self, primitive, ins, outs, params, frees, out_dtypes, source_info=None):
         self.primitive = primitive
         self.ins = ins  # slot numbers, or ("lit", value)
         self.outs = outs
@@ -22,6 +28,9 @@ class Step:
         self.frees = frees
         self.out_dtypes = out_dtypes
         self.multiple = primitive.multiple_results
+        self.source_info = source_info
+        self.donor = None  # an input slot whose buffer may receive the output
+        self.ufunc = None
 
 
 class Plan:
@@ -52,16 +61,39 @@ class Plan:
         frees = [[] for _ in jaxpr.eqns]
         for v, i in last_use.items():
             frees[i].append(v)
+        def literal(v):
+            value = np.asarray(v.val, v.aval.dtype)
+            value.flags.writeable = False  # shared by every run: never a donation target
+            return ("lit", value)
+
         self.steps = []
+        inputs = set(jaxpr.invars)
         for eqn, fr in zip(jaxpr.eqns, frees):
-            ins = [("lit", np.asarray(v.val, v.aval.dtype)) if type(v) is Literal
-                   else slot_of(v) for v in eqn.invars]
+            ins = [literal(v) if type(v) is Literal else slot_of(v) for v in eqn.invars]
             outs = [slot_of(v) for v in eqn.outvars]
-            self.steps.append(Step(eqn.primitive, ins, outs, eqn.params,
-                                   [slot_of(v) for v in fr], [v.aval.dtype for v in eqn.outvars]))
-        self.out_atoms = [("lit", np.asarray(v.val, v.aval.dtype)) if type(v) is Literal
-                          else slot_of(v) for v in jaxpr.outvars]
+            step = Step(eqn.primitive, ins, outs, eqn.params, [slot_of(v) for v in fr],
+                        [v.aval.dtype for v in eqn.outvars], eqn.source_info)
+            if eqn.primitive in inplace_ufuncs and not eqn.params:
+                out_aval = eqn.outvars[0].aval
+                dying = set(fr)
+                for v in eqn.invars:
+                    if (type(v) is not Literal and v in dying and v not in inputs
+                            and v.aval.shape == out_aval.shape
+                            and v.aval.dtype == out_aval.dtype):
+                        step.donor = slot_of(v)
+                        step.ufunc = inplace_ufuncs[eqn.primitive]
+                        break
+            self.steps.append(step)
+        self.out_atoms = [literal(v) if type(v) is Literal else slot_of(v)
+                          for v in jaxpr.outvars]
         self.num_slots = len(slot)
+
+    @staticmethod
+    def _donatable(step, buf):
+        """The donor buffer is ours alone (no views of it alive), writeable, and the
+        primitive still has its default impl (an overriding impl must see every call)."""
+        return (buf.base is None and buf.flags.writeable and memory.holders(buf) == 1
+                and step.primitive.impl is step.ufunc[0])
 
     def run(self, args):
         """Execute on NumPy buffers; returns the output buffers (tracked by the caller's
@@ -72,6 +104,22 @@ class Plan:
         owned = set()
         for step in self.steps:
             ins = [env[i] if type(i) is int else i[1] for i in step.ins]
+            donor = step.donor
+            if donor is not None and donor in owned and self._donatable(step, env[donor]):
+                buf = env[donor]
+                step.ufunc[1](*ins, out=buf)
+                env[donor] = None  # ownership (and accounting) moves to the output slot
+                owned.discard(donor)
+                owned.add(step.outs[0])
+                env[step.outs[0]] = buf
+                for s in step.frees:
+                    if s in owned:
+                        memory.untrack(env[s])
+                        owned.discard(s)
+                    env[s] = None
+                if memory._recorder is not None:
+                    memory.record_step(step.primitive, step.source_info)
+                continue
             out = step.primitive.impl(*ins, **step.params)
             outs = out if step.multiple else (out,)
             for s, o, dt in zip(step.outs, outs, step.out_dtypes):
@@ -87,6 +135,8 @@ class Plan:
                     memory.untrack(env[s])
                     owned.discard(s)
                 env[s] = None
+            if memory._recorder is not None:
+                memory.record_step(step.primitive, step.source_info)
         results = [env[a] if type(a) is int else a[1] for a in self.out_atoms]
         for s in owned:
             memory.untrack(env[s])

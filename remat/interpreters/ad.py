@@ -10,7 +10,7 @@ Rule registries (a primitive's rules are registered beside the primitive):
 
 import numpy as np
 
-from remat import core, dtypes
+from remat import core, dtypes, source_info
 from remat.core import Trace, Tracer
 
 primitive_jvps = {}
@@ -301,12 +301,14 @@ def backward_pass(jaxpr, consts, args, cts_out, consume_consts=False):
         if type(v) is not core.Literal and v in linear_vars and type(ct) is not Zero:
             ct_env[v] = add_tangents(ct_env.get(v, Zero(v.aval)), ct)
     for i, eqn in enumerate(schedule):
-        if i < len(forward):
-            outs = eqn.primitive.bind(*[read(v) for v in eqn.invars], **eqn.params)
-            for v, o in zip(eqn.outvars, outs if eqn.primitive.multiple_results else [outs]):
-                primal_env[v] = o
-        else:
-            _transpose_eqn(eqn, linear_vars, read, ct_env)
+        with source_info.override(eqn.source_info):
+            if i < len(forward):
+                outs = eqn.primitive.bind(*[read(v) for v in eqn.invars], **eqn.params)
+                for v, o in zip(eqn.outvars,
+                                outs if eqn.primitive.multiple_results else [outs]):
+                    primal_env[v] = o
+            else:
+                _transpose_eqn(eqn, linear_vars, read, ct_env)
         for v in frees[i]:
             primal_env.pop(v, None)
     return [ct_env.pop(v, Zero(v.aval.to_tangent_aval())) if is_undefined_primal(a) else None

@@ -9,6 +9,7 @@ import numpy as np
 
 from remat import core, dtypes, lax
 from remat.core import ShapedArray
+from remat.exec import plan
 from remat.interpreters import ad, batching
 from remat.lax import special
 from remat.lax.standard import (
@@ -162,10 +163,19 @@ def _quiet(f):
     return impl
 
 
+def _register_inplace(prim, impl):
+    """Ufunc impls can write into a dying input's buffer under the jit executor."""
+    if isinstance(impl, np.ufunc):
+        ufunc = impl
+        plan.inplace_ufuncs[prim] = (prim.impl, _quiet(ufunc) if prim.impl is not impl
+                                     else ufunc)
+
+
 def _unop(name, impl, accepted, quiet=False):
     prim = standard_primitive(name, _quiet(impl) if quiet else impl,
                               nary_abstract_eval(name, accepted))
     batching.defvectorized(prim)
+    _register_inplace(prim, impl)
     return prim
 
 
@@ -173,6 +183,8 @@ def _binop(name, impl, accepted, result_dtype=None, quiet=False):
     prim = standard_primitive(name, _quiet(impl) if quiet else impl,
                               nary_abstract_eval(name, accepted, result_dtype))
     batching.broadcast_batcher(prim)
+    if result_dtype is None:
+        _register_inplace(prim, impl)
     return prim
 
 
@@ -266,11 +278,20 @@ batching.defvectorized(round_p)
 
 
 def _integer_pow_impl(x, y):
-    if y == 2:
-        return np.square(x)
-    if y >= 0:
-        return np.power(x, y)
-    return np.reciprocal(np.power(x, -y))
+    """Repeated squaring with multiplications: much faster than ``np.power`` for floats."""
+    n = -y if y < 0 else y  # (the builtin abs is shadowed by lax.abs here)
+    if n == 0:
+        return np.ones_like(x)
+    acc, base = None, x
+    while n:
+        if n & 1:
+            acc = base if acc is None else acc * base
+        n >>= 1
+        if n:
+            base = base * base
+    if acc is x:
+        acc = np.array(x)
+    return np.reciprocal(acc) if y < 0 else acc
 
 
 def _integer_pow_abstract_eval(x, y):
@@ -329,7 +350,9 @@ def _unary_jvps():
     def integer_pow_jvp(g, x, y):
         if y == 0:
             return lax.full_like(g, 0)
-        return mul(g, mul(float(y), x) if y == 1 else mul(float(y), lax.integer_pow(x, y - 1)))
+        if y == 1:
+            return g
+        return mul(g, mul(float(y), x if y == 2 else lax.integer_pow(x, y - 1)))
 
     ad.defjvp(integer_pow_p, integer_pow_jvp)
 

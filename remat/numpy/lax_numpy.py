@@ -281,10 +281,19 @@ def _weak(x):
 
 
 def _convert(x, dtype, weak_type=False):
-    """``x`` as ``dtype`` (weakly typed if asked), skipping the conversion when it is one."""
+    """``x`` as ``dtype`` (weakly typed if asked), skipping the conversion when it is one.
+    Concrete values are converted now, so constants are folded rather than staged."""
     if hasattr(x, "aval") and x.aval.dtype == dtype and x.aval.weak_type == weak_type:
         return x
+    if not isinstance(x, Tracer):
+        with core.ensure_compile_time_eval():
+            return lax.convert_element_type(x, dtype, weak_type)
     return lax.convert_element_type(x, dtype, weak_type)
+
+
+def _full(shape, value, dtype, weak_type=False):
+    """``value`` (a scalar) broadcast to ``shape`` as ``dtype``."""
+    return lax.broadcast_in_dim(_convert(value, dtype, weak_type), shape, ())
 
 
 def astype(x, dtype, /, *, copy=False, device=None):
@@ -559,13 +568,13 @@ def _like(a, dtype, shape, name):
 def zeros_like(a, dtype=None, shape=None, *, device=None):
     """Zeros with the shape and dtype of ``a``."""
     s, d, weak = _like(a, dtype, shape, "zeros_like")
-    return lax.full(s, lax.convert_element_type(0, d, weak))
+    return _full(s, 0, d, weak)
 
 
 def ones_like(a, dtype=None, shape=None, *, device=None):
     """Ones with the shape and dtype of ``a``."""
     s, d, weak = _like(a, dtype, shape, "ones_like")
-    return lax.full(s, lax.convert_element_type(1, d, weak))
+    return _full(s, 1, d, weak)
 
 
 def empty_like(prototype, dtype=None, shape=None, *, device=None):
@@ -578,7 +587,7 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
     _check_arraylike("full_like", a, fill_value)
     s, d, weak = _like(a, dtype, shape, "full_like")
     if ndim(fill_value) == 0:
-        return lax.full(s, lax.convert_element_type(fill_value, d, weak))
+        return _full(s, fill_value, d, weak)
     return broadcast_to(_convert(_arr(fill_value), d, weak), s)
 
 
@@ -2192,6 +2201,65 @@ def argwhere(a, *, size=None, fill_value=None):
     return stack(nonzero(a, size=size, fill_value=fill_value), axis=1)
 
 
+# --- sorting ---------------------------------------------------------------------------------
+
+
+def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
+    """``a`` sorted along ``axis`` (the flattened array for ``axis=None``); NaNs sort last."""
+    _check_arraylike("sort", a)
+    a = _arr(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = _canonicalize_axis(axis, a.ndim)
+    if order is not None:
+        raise ValueError("The 'order' argument to sort is not supported.")
+    out = lax.sort(a, dimension=axis, is_stable=stable)
+    return lax.rev(out, (axis,)) if descending else out
+
+
+def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
+    """Indices that sort ``a`` along ``axis`` (stably: ties keep their order)."""
+    _check_arraylike("argsort", a)
+    a = _arr(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = _canonicalize_axis(axis, a.ndim)
+    if order is not None:
+        raise ValueError("The 'order' argument to argsort is not supported.")
+    idx_dtype = dtypes.default_int_dtype()
+    n = _shape(a)[axis]
+    iota = lax.broadcasted_iota(idx_dtype, _shape(a), axis)
+    if descending:
+        # a stable ascending sort of the reversed array, read backwards, keeps ties in order
+        _, idx = lax.sort((lax.rev(a, (axis,)), iota), dimension=axis, is_stable=True,
+                          num_keys=1)
+        return lax.rev(lax.sub(lax.full((), n - 1, idx_dtype), idx), (axis,))
+    _, idx = lax.sort((a, iota), dimension=axis, is_stable=True, num_keys=1)
+    return idx
+
+
+def searchsorted(a, v, side="left", sorter=None, *, method="compare_all"):
+    """Insertion points of ``v`` into the sorted 1-D ``a`` (counting the elements below
+    ``v``, or at most ``v`` for ``side='right'``)."""
+    _check_arraylike("searchsorted", a, v)
+    a, v = _arr(a), _arr(v)
+    if a.ndim != 1:
+        raise ValueError("a should be 1-dimensional")
+    if side not in ("left", "right"):
+        raise ValueError(f"{side!r} is an invalid value for keyword 'side'. Expected one of "
+                         f"['left', 'right']")
+    if sorter is not None:
+        a = take(a, sorter)
+    a, v = _promote_dtypes(a, v)
+    n = _shape(a)[0]
+    vs = _shape(v)
+    ab = lax.broadcast_in_dim(a, vs + (n,), (len(vs),))
+    vb = lax.broadcast_in_dim(v, vs + (n,), tuple(range(len(vs))))
+    below = lax.lt(ab, vb) if side == "left" else lax.le(ab, vb)
+    idx_dtype = dtypes.default_int_dtype()
+    return lax.reduce_sum(_convert(below, idx_dtype), (len(vs),))
+
+
 # --- contractions ----------------------------------------------------------------------------
 
 
@@ -2417,7 +2485,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
         start = -offset * n_cols
     flat = lax.reshape(a, lead + (n_rows * n_cols,))
     if count == 0:
-        return lax.full(lead + (0,), lax.convert_element_type(0, _dtype(a), _weak(a)))
+        return _full(lead + (0,), 0, _dtype(a), _weak(a))
     limit = start + (count - 1) * (n_cols + 1) + 1
     nd = len(lead) + 1
     return lax.slice(flat, (0,) * (nd - 1) + (start,), lead + (limit,),

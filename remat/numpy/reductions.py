@@ -18,6 +18,7 @@ from remat.numpy.lax_numpy import (
     _check_arraylike,
     _convert,
     _dtype,
+    _full,
     _promote_dtypes_inexact,
     _shape,
     _to_inexact_dtype,
@@ -75,7 +76,7 @@ def _where_mask(where_, shape_):
     return broadcast_to(mask, shape_)
 
 
-def _reduce(name, a, axis, dtype, keepdims, initial, where_, *, op, identity,
+def _reduce(name, a, axis, dtype, keepdims, initial, where_, *, op, combine, identity,
             promote_integers=False, upcast=True, bool_op=None):
     """The shared machinery of the monoid reductions (sum, prod, max, min, all, any)."""
     _check_arraylike(name, a)
@@ -91,7 +92,7 @@ def _reduce(name, a, axis, dtype, keepdims, initial, where_, *, op, identity,
         result_dtype = d_in
     compute = _upcast_f16(result_dtype) if upcast else result_dtype
     if bool_op is not None and compute == dtypes.bool_:
-        op = bool_op
+        op, combine = bool_op
     x = _convert(a, compute)
     if where_ is not None:
         if identity is None and initial is None:
@@ -99,7 +100,7 @@ def _reduce(name, a, axis, dtype, keepdims, initial, where_, *, op, identity,
                              f"use a where mask one has to specify 'initial'")
         fill = identity(compute) if identity is not None else initial
         x = lax.select(_where_mask(where_, _shape(x)), x,
-                       lax.full(_shape(x), lax.convert_element_type(fill, compute)))
+                       _full(_shape(x), fill, compute))
     if identity is None and initial is None and \
             builtins.any(_shape(a)[i] == 0 for i in axes):
         raise ValueError(f"zero-size array to reduction operation {name} which has no "
@@ -109,17 +110,9 @@ def _reduce(name, a, axis, dtype, keepdims, initial, where_, *, op, identity,
         init = lax.convert_element_type(core.concrete_or_error(
             initial, "The initial argument must be static.") if not hasattr(initial, "aval")
             else initial, compute)
-        out = _combine(op, out, init)
+        out = combine(out, init)
     out = _convert(out, result_dtype, False)
     return _keep(out, axes, nd, keepdims)
-
-
-def _combine(op, out, init):
-    """Fold the scalar ``initial`` into the reduced result with the reduction's own op."""
-    shape_ = _shape(out)
-    both = lax.concatenate([lax.expand_dims(out, (len(shape_),)),
-                            lax.broadcast_in_dim(init, shape_ + (1,), ())], len(shape_))
-    return op(both, (len(shape_),))
 
 
 def _lowest(d):
@@ -145,16 +138,16 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
     """Sum over ``axis`` (all axes by default); small integers and booleans sum in the
     default integer."""
     return _reduce("sum", a, axis, dtype, keepdims, initial, where, op=lax.reduce_sum,
-                   identity=lambda d: 0, promote_integers=promote_integers,
-                   bool_op=lax.reduce_or)
+                   combine=lax.add, identity=lambda d: 0, promote_integers=promote_integers,
+                   bool_op=(lax.reduce_or, lax.bitwise_or))
 
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
          promote_integers=True):
     """Product over ``axis``."""
     return _reduce("prod", a, axis, dtype, keepdims, initial, where, op=lax.reduce_prod,
-                   identity=lambda d: 1, promote_integers=promote_integers,
-                   bool_op=lax.reduce_and)
+                   combine=lax.mul, identity=lambda d: 1, promote_integers=promote_integers,
+                   bool_op=(lax.reduce_and, lax.bitwise_and))
 
 
 product = prod
@@ -163,13 +156,13 @@ product = prod
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     """Maximum over ``axis`` (NaN propagates; empty reductions need ``initial``)."""
     return _reduce("max", a, axis, None, keepdims, initial, where, op=lax.reduce_max,
-                   identity=None, upcast=False)
+                   combine=lax.max, identity=None, upcast=False)
 
 
 def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     """Minimum over ``axis`` (NaN propagates; empty reductions need ``initial``)."""
     return _reduce("min", a, axis, None, keepdims, initial, where, op=lax.reduce_min,
-                   identity=None, upcast=False)
+                   combine=lax.min, identity=None, upcast=False)
 
 
 amax, amin = max, min
@@ -179,14 +172,14 @@ def all(a, axis=None, out=None, keepdims=False, *, where=None):
     """Whether every element along ``axis`` is truthy."""
     a = _truth(a, "all")
     return _reduce("all", a, axis, None, keepdims, None, where, op=lax.reduce_and,
-                   identity=lambda d: True, upcast=False)
+                   combine=lax.bitwise_and, identity=lambda d: True, upcast=False)
 
 
 def any(a, axis=None, out=None, keepdims=False, *, where=None):
     """Whether some element along ``axis`` is truthy."""
     a = _truth(a, "any")
     return _reduce("any", a, axis, None, keepdims, None, where, op=lax.reduce_or,
-                   identity=lambda d: False, upcast=False)
+                   combine=lax.bitwise_or, identity=lambda d: False, upcast=False)
 
 
 def _truth(a, name):

@@ -1,0 +1,295 @@
+"""The reference rematerialization workload: gradient (w.r.t. all weights) of mean(h_L**2) for a
+stack of residual MLP blocks
+
+    h_{i+1} = h_i + gelu(h_i @ W1_i) @ W2_i          (tanh gelu, width D, expansion 4)
+
+on T tokens, L blocks, float32; as an unrolled Python loop and as a scan over stacked weights;
+each with no checkpoint, a checkpoint per block (nothing saveable), and ``dots_saveable`` per
+block. Prints measured peak bytes (remat.memory), the analytic minimum for the policy, step
+time (median) and time relative to no checkpoint; a hand-written NumPy forward+backward as the
+floor; and JAX (jit) / PyTorch (eager, torch.utils.checkpoint) side by side when installed.
+
+    python benchmarks/block_stack.py            # L=24, D=256, T=8192
+    python benchmarks/block_stack.py --small    # L=6, D=64, T=1024
+
+Analytic minimum (float32 bytes; H = T*D*4 is one activation, A = 4*H one hidden layer,
+P = 8*D*D*4 one block's weights). Parameters and the input exist before the step and are not
+counted; the returned gradients (L*P) are. The backward pass of a block, for this network and
+remat's differentiation rules (gelu written as 0.5*a*(1 + tanh(c*(a + 0.044715*a**3)))), needs:
+
+  * for dW1 = h^T ct_a: the block input h (H);  for dW2 = g^T ct_o: the gelu output g (A);
+  * for ct_a = ct_g * gelu'(a): the JVP factors of gelu, which remat's rules save as four
+    hidden-sized arrays: 0.5*a, 1 + tanh(u), 1 - tanh(u)**2 and 3*a**2 (4A).
+
+  no checkpoint:   every block keeps h, g and the 4 gelu factors:   R = H + 5A per block.
+                   Peak at the start of the backward pass of the last block: all residuals,
+                   plus the block's two activation-sized cotangents (ct of h_{i+1} and of
+                   the o = g @ W2 output: 2H) and its weight gradients (P). Each hidden-sized
+                   cotangent product frees the residual it consumes, so the block's working
+                   set stays within its residuals:   L*R + 2H + P.
+  checkpoint:      every block keeps only its input h:                R = H per block.
+                   During a block's backward pass its forward is recomputed, recreating the
+                   no-checkpoint residuals of that one block (H + 5A, of which h is already
+                   counted: 5A), then the same working set as above. The gradients of the
+                   finished blocks (up to L*P) are alive too, so the bound is
+                   L*H + 5A + 2H + L*P.
+  dots_saveable:   every block keeps h and a = h @ W1:               R = H + A per block.
+                   Recomputation recreates g and the 4 gelu factors from a (5A):
+                   L*(H + A) + 5A + 2H + L*P.
+
+The analytic figure is the larger of that backward-pass peak and the forward-pass end
+(L*R + H), computed by ``analytic_minimum`` below.
+"""
+
+import argparse
+import functools
+import statistics
+import time
+
+import numpy as np
+
+GELU_C = 0.7978845608028654
+
+
+def analytic_minimum(policy, L, D, T):
+    H = T * D * 4
+    A = 4 * H
+    P = 8 * D * D * 4
+    work = 2 * H
+    if policy == "none":
+        backward = L * (H + 5 * A) + work + P
+        forward_end = L * (H + 5 * A) + H
+    elif policy == "checkpoint":
+        backward = L * H + 5 * A + work + L * P
+        forward_end = L * H + H
+    elif policy == "dots_saveable":
+        backward = L * (H + A) + 5 * A + work + L * P
+        forward_end = L * (H + A) + H
+    else:
+        raise ValueError(policy)
+    return max(backward, forward_end)
+
+
+# --- the remat model -------------------------------------------------------------------------
+
+
+def make_remat_step(form, policy):
+    import remat
+    import remat.numpy as jnp
+    from remat import lax
+
+    def gelu(a):
+        return 0.5 * a * (1.0 + jnp.tanh(GELU_C * (a + 0.044715 * a ** 3)))
+
+    def block(h, w1, w2):
+        return h + gelu(h @ w1) @ w2
+
+    if policy == "checkpoint":
+        block = remat.checkpoint(block)
+    elif policy == "dots_saveable":
+        block = remat.checkpoint(block, policy=remat.checkpoint_policies.dots_saveable)
+
+    if form == "unrolled":
+        def loss(params, h):
+            for w1, w2 in params:
+                h = block(h, w1, w2)
+            return jnp.mean(h ** 2)
+    else:
+        def loss(params, h):
+            w1s, w2s = params
+            h, _ = lax.scan(lambda c, w: (block(c, *w), None), h, (w1s, w2s))
+            return jnp.mean(h ** 2)
+
+    return remat.jit(remat.grad(loss))
+
+
+def remat_params(form, weights):
+    import remat.numpy as jnp
+
+    if form == "unrolled":
+        return [(jnp.asarray(w1), jnp.asarray(w2)) for w1, w2 in weights]
+    return (jnp.asarray(np.stack([w for w, _ in weights])),
+            jnp.asarray(np.stack([w for _, w in weights])))
+
+
+# --- the hand-written NumPy floor ------------------------------------------------------------
+
+
+def numpy_step(weights, h0):
+    """Forward saving (h, a, t) per block, backward by hand: the speed floor for NumPy."""
+    saved = []
+    h = h0
+    for w1, w2 in weights:
+        a = h @ w1
+        t = np.tanh(GELU_C * (a + 0.044715 * a ** 3))
+        g = 0.5 * a * (1.0 + t)
+        saved.append((h, a, t, g))
+        h = h + g @ w2
+    ct = h * (2.0 / h.size)
+    grads = [None] * len(weights)
+    for i in range(len(weights) - 1, -1, -1):
+        w1, w2 = weights[i]
+        h, a, t, g = saved.pop()
+        dw2 = g.T @ ct
+        ct_g = ct @ w2.T
+        dgelu = 0.5 * (1.0 + t) + 0.5 * a * (1.0 - t * t) * GELU_C * (1.0 + 3 * 0.044715 * a * a)
+        ct_a = ct_g * dgelu
+        dw1 = h.T @ ct_a
+        ct = ct + ct_a @ w1.T
+        grads[i] = (dw1, dw2)
+    return grads
+
+
+# --- measurement -----------------------------------------------------------------------------
+
+
+def _time(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure_remat(form, policy, weights, h0, repeat):
+    import remat
+    import remat.numpy as jnp
+
+    step = make_remat_step(form, policy)
+    params = remat_params(form, weights)
+    h = jnp.asarray(h0)
+    step(params, h)  # trace and warm up
+    peak = remat.memory.peak_memory(step, params, h)
+    return peak, _time(lambda: step(params, h), repeat)
+
+
+def measure_jax(form, policy, weights, h0, repeat):
+    import jax
+    import jax.numpy as jnp
+
+    def gelu(a):
+        return 0.5 * a * (1.0 + jnp.tanh(GELU_C * (a + 0.044715 * a ** 3)))
+
+    def block(h, w1, w2):
+        return h + gelu(h @ w1) @ w2
+
+    if policy == "checkpoint":
+        block = jax.checkpoint(block)
+    elif policy == "dots_saveable":
+        block = jax.checkpoint(block, policy=jax.checkpoint_policies.dots_saveable)
+    if form == "unrolled":
+        def loss(params, h):
+            for w1, w2 in params:
+                h = block(h, w1, w2)
+            return jnp.mean(h ** 2)
+        params = [(jnp.asarray(a), jnp.asarray(b)) for a, b in weights]
+    else:
+        def loss(params, h):
+            h, _ = jax.lax.scan(lambda c, w: (block(c, *w), None), h, params)
+            return jnp.mean(h ** 2)
+        params = (jnp.asarray(np.stack([w for w, _ in weights])),
+                  jnp.asarray(np.stack([w for _, w in weights])))
+    step = jax.jit(jax.grad(loss))
+    h = jnp.asarray(h0)
+    compiled = step.lower(params, h).compile()
+    try:
+        temp = compiled.memory_analysis().temp_size_in_bytes
+    except Exception:  # noqa: BLE001 - memory analysis is backend-dependent
+        temp = None
+    jax.block_until_ready(step(params, h))
+    return temp, _time(lambda: jax.block_until_ready(step(params, h)), repeat)
+
+
+def measure_torch(policy, weights, h0, repeat):
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    torch.set_num_threads(2)
+
+    def gelu(a):
+        return 0.5 * a * (1.0 + torch.tanh(GELU_C * (a + 0.044715 * a ** 3)))
+
+    def block(h, w1, w2):
+        return h + gelu(h @ w1) @ w2
+
+    params = [(torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True))
+              for a, b in weights]
+    h0_t = torch.tensor(h0)
+
+    def step():
+        h = h0_t
+        for w1, w2 in params:
+            h = checkpoint(block, h, w1, w2, use_reentrant=False) \
+                if policy == "checkpoint" else block(h, w1, w2)
+        loss = (h ** 2).mean()
+        return torch.autograd.grad(loss, [p for pair in params for p in pair])
+
+    step()
+    return None, _time(step, repeat)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--small", action="store_true", help="L=6, D=64, T=1024")
+    parser.add_argument("--L", type=int)
+    parser.add_argument("--D", type=int)
+    parser.add_argument("--T", type=int)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-others", action="store_true", help="skip JAX and PyTorch")
+    args = parser.parse_args(argv)
+    L, D, T = (6, 64, 1024) if args.small else (24, 256, 8192)
+    L, D, T = args.L or L, args.D or D, args.T or T
+    rng = np.random.default_rng(0)
+    weights = [((rng.standard_normal((D, 4 * D)) / np.sqrt(D)).astype(np.float32),
+                (rng.standard_normal((4 * D, D)) / np.sqrt(4 * D) / L).astype(np.float32))
+               for _ in range(L)]
+    h0 = rng.standard_normal((T, D)).astype(np.float32)
+    print(f"block stack: L={L} D={D} T={T} float32 (2 cores); times are medians of "
+          f"{args.repeat}")
+    floor = _time(lambda: numpy_step(weights, h0), args.repeat)
+    print(f"hand-written NumPy forward+backward: {floor * 1e3:.1f} ms")
+    header = (f"{'system':8s} {'form':9s} {'policy':14s} {'peak MiB':>9s} {'analytic':>9s} "
+              f"{'peak/min':>8s} {'ms/step':>9s} {'vs none':>8s} {'vs numpy':>8s}")
+    print(header)
+    print("-" * len(header))
+    for form in ("unrolled", "scan"):
+        base = None
+        for policy in ("none", "checkpoint", "dots_saveable"):
+            peak, t = measure_remat(form, policy, weights, h0, args.repeat)
+            base = t if base is None else base
+            amin = analytic_minimum(policy, L, D, T)
+            print(f"{'remat':8s} {form:9s} {policy:14s} {peak / 2**20:9.1f} "
+                  f"{amin / 2**20:9.1f} {peak / amin:8.2f} {t * 1e3:9.1f} {t / base:8.2f} "
+                  f"{t / floor:8.2f}")
+    if args.no_others:
+        return
+    try:
+        import jax
+
+        jax.config.update("jax_platforms", "cpu")
+        for form in ("unrolled", "scan"):
+            base = None
+            for policy in ("none", "checkpoint", "dots_saveable"):
+                temp, t = measure_jax(form, policy, weights, h0, args.repeat)
+                base = t if base is None else base
+                temp_s = f"{temp / 2**20:9.1f}" if temp is not None else f"{'n/a':>9s}"
+                print(f"{'jax':8s} {form:9s} {policy:14s} {temp_s} {'(temp)':>9s} {'':8s} "
+                      f"{t * 1e3:9.1f} {t / base:8.2f} {t / floor:8.2f}")
+    except ImportError:
+        print("(JAX not installed: skipped)")
+    try:
+        import torch  # noqa: F401
+
+        base = None
+        for policy in ("none", "checkpoint"):
+            _, t = measure_torch(policy, weights, h0, args.repeat)
+            base = t if base is None else base
+            print(f"{'torch':8s} {'unrolled':9s} {policy:14s} {'n/a':>9s} {'':9s} {'':8s} "
+                  f"{t * 1e3:9.1f} {t / base:8.2f} {t / floor:8.2f}")
+    except ImportError:
+        print("(PyTorch not installed: skipped)")
+
+
+if __name__ == "__main__":
+    main()
