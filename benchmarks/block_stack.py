@@ -42,7 +42,6 @@ The analytic figure is the larger of that backward-pass peak and the forward-pas
 """
 
 import argparse
-import functools
 import statistics
 import time
 

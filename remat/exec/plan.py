@@ -10,7 +10,6 @@ from remat import memory
 from remat.core import Literal
 from remat.exec.passes import optimize_jaxpr
 
-
 # prim -> (its default impl, the NumPy ufunc it is): elementwise primitives the executor may
 # run with ``out=`` into the buffer of an input that dies at that step (no new allocation).
 inplace_ufuncs = {}
