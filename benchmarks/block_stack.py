@@ -21,24 +21,19 @@ remat's differentiation rules (gelu written as 0.5*a*(1 + tanh(c*(a + 0.044715*a
   * for ct_a = ct_g * gelu'(a): the JVP factors of gelu, which remat's rules save as four
     hidden-sized arrays: 0.5*a, 1 + tanh(u), 1 - tanh(u)**2 and 3*a**2 (4A).
 
-  no checkpoint:   every block keeps h, g and the 4 gelu factors:   R = H + 5A per block.
-                   Peak at the start of the backward pass of the last block: all residuals,
-                   plus the block's two activation-sized cotangents (ct of h_{i+1} and of
-                   the o = g @ W2 output: 2H) and its weight gradients (P). Each hidden-sized
-                   cotangent product frees the residual it consumes, so the block's working
-                   set stays within its residuals:   L*R + 2H + P.
-  checkpoint:      every block keeps only its input h:                R = H per block.
-                   During a block's backward pass its forward is recomputed, recreating the
-                   no-checkpoint residuals of that one block (H + 5A, of which h is already
-                   counted: 5A), then the same working set as above. The gradients of the
-                   finished blocks (up to L*P) are alive too, so the bound is
-                   L*H + 5A + 2H + L*P.
-  dots_saveable:   every block keeps h and a = h @ W1:               R = H + A per block.
-                   Recomputation recreates g and the 4 gelu factors from a (5A):
-                   L*(H + A) + 5A + 2H + L*P.
+So each policy saves, per block, R:
+  no checkpoint    h, g and the 4 gelu factors          R = H + 5A
+  checkpoint       h only                               R = H
+  dots_saveable    h and a = h @ W1                     R = H + A
+and the backward pass of one block works with W: its two activation-sized cotangents (2H),
+plus, when it recomputes, that block's 5 hidden-sized residuals (5A); each hidden-sized
+cotangent product frees a residual it consumes, so the block never needs more than that.
 
-The analytic figure is the larger of that backward-pass peak and the forward-pass end
-(L*R + H), computed by ``analytic_minimum`` below.
+Unrolled: processing block k (from L-1 down to 0) holds the residuals of blocks 0..k, the
+gradients of blocks k+1..L-1 and of block k (P), and W. That is linear in k, so the peak is
+at one end:  max(L*R + P, R + L*P) + W   (and at least the forward pass's end, L*R + H).
+Scan: the residuals are stacked arrays, freed only when the backward scan ends, and the
+backward scan's stacked weight gradients exist from its start:  L*R + L*P + W.
 """
 
 import argparse
@@ -50,23 +45,16 @@ import numpy as np
 GELU_C = 0.7978845608028654
 
 
-def analytic_minimum(policy, L, D, T):
+def analytic_minimum(policy, L, D, T, form="unrolled"):
+    """The peak bytes the policy needs for this network (see the module docstring)."""
     H = T * D * 4
     A = 4 * H
     P = 8 * D * D * 4
-    work = 2 * H
-    if policy == "none":
-        backward = L * (H + 5 * A) + work + P
-        forward_end = L * (H + 5 * A) + H
-    elif policy == "checkpoint":
-        backward = L * H + 5 * A + work + L * P
-        forward_end = L * H + H
-    elif policy == "dots_saveable":
-        backward = L * (H + A) + 5 * A + work + L * P
-        forward_end = L * (H + A) + H
-    else:
-        raise ValueError(policy)
-    return max(backward, forward_end)
+    R = {"none": H + 5 * A, "checkpoint": H, "dots_saveable": H + A}[policy]
+    W = 2 * H + (0 if policy == "none" else 5 * A)
+    if form == "scan":
+        return L * R + L * P + W
+    return max(max(L * R + P, R + L * P) + W, L * R + H)
 
 
 # --- the remat model -------------------------------------------------------------------------
@@ -257,7 +245,7 @@ def main(argv=None):
         for policy in ("none", "checkpoint", "dots_saveable"):
             peak, t = measure_remat(form, policy, weights, h0, args.repeat)
             base = t if base is None else base
-            amin = analytic_minimum(policy, L, D, T)
+            amin = analytic_minimum(policy, L, D, T, form)
             print(f"{'remat':8s} {form:9s} {policy:14s} {peak / 2**20:9.1f} "
                   f"{amin / 2**20:9.1f} {peak / amin:8.2f} {t * 1e3:9.1f} {t / base:8.2f} "
                   f"{t / floor:8.2f}")

@@ -31,7 +31,7 @@ cp = remat.checkpoint_policies
 N = 4
 NAMES = ("a", "b", "c")
 TOL = dict(rtol=1e-5, atol=1e-6)
-SETTINGS = settings(max_examples=30, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 
 # --- random policies -------------------------------------------------------------------------
@@ -83,13 +83,14 @@ wrapper = st.one_of(
     st.tuples(st.just("checkpoint"), policies, st.booleans()),
     st.just(("jit",)),
     st.tuples(st.just("vmap"), st.sampled_from([0, 1, -1])),
+    st.sampled_from([("scan",), ("fori_loop",), ("cond",)]),
 )
 programs = st.recursive(
     st.lists(leaf_op, min_size=1, max_size=4),
     lambda inner: st.lists(
         st.one_of(leaf_op, st.tuples(st.just("block"), st.lists(wrapper, min_size=1, max_size=2),
                                      inner)), min_size=1, max_size=4),
-    max_leaves=10,
+    max_leaves=16,
 )
 
 UNARY = {"sin": jnp.sin, "cos": jnp.cos, "tanh": jnp.tanh,
@@ -125,6 +126,15 @@ def wrap(w, fn, strip):
                                                  prevent_cse=w[2])
     if w[0] == "jit":
         return remat.jit(fn)
+    if w[0] == "scan":  # two steps with the value as the carry, and stacked outputs
+        def scanned(v, M):
+            c, ys = lax.scan(lambda c, _: (fn(c, M), jnp.cos(c)), v, None, length=2)
+            return c + 0.1 * jnp.sum(ys, axis=0)
+        return scanned
+    if w[0] == "fori_loop":
+        return lambda v, M: lax.fori_loop(0, 2, lambda i, c: fn(c, M), v)
+    if w[0] == "cond":
+        return lambda v, M: lax.cond(jnp.sum(v) > 0, fn, lambda v, M: jnp.sin(v) * 0.5, v, M)
     ax = w[1]
 
     def batched(v, M):  # two examples stacked on axis ``ax``; their mean is the result
@@ -175,7 +185,7 @@ def test_random_program_gradients_equal_unrematerialized(program, top_policy, se
         assert_close(g0, g)
 
 
-@settings(SETTINGS, max_examples=20)
+@settings(SETTINGS, max_examples=25)
 @given(programs, policies, st.integers(0, 2**16))
 def test_random_program_under_jit_and_vmap_of_grad(program, top_policy, seed):
     x, M = _inputs(seed)
@@ -208,6 +218,11 @@ def _allowed(policy, aval, description):
     return bool(decision) and isinstance(decision, Offloadable) == offloaded
 
 
+def _has_control_flow(program):
+    return any(op[0] == "block" and (any(w[0] in ("scan", "fori_loop", "cond") for w in op[1])
+                                     or _has_control_flow(op[2])) for op in program)
+
+
 def _total(residuals):
     return sum(a.nbytes for a, _ in residuals)
 
@@ -223,7 +238,12 @@ def test_random_program_saves_only_what_the_policy_allows(program, top_policy, s
     everything = saved_residuals(remat.checkpoint(make_fun(program, strip=True),
                                                   policy=cp.everything_saveable), x, M)
     unremat = saved_residuals(make_fun(program, strip=True), x, M)
-    assert _total(everything) == _total(unremat)
+    if _has_control_flow(program):
+        # cond / scan / fori_loop inside a checkpoint are recomputed whole whatever the policy
+        # (call.recompute_whole_rule; see the xfail test in test_checkpoint_interplay.py)
+        assert _total(everything) <= _total(unremat)
+    else:
+        assert _total(everything) == _total(unremat)
     policy = make_policy(top_policy) or cp.nothing_saveable
     for aval, d in saved_residuals(remat.checkpoint(body, policy=policy), x, M):
         assert d.startswith("from the argument") or _allowed(policy, aval, d), (d, top_policy)

@@ -86,6 +86,34 @@ class Plan:
         self.out_atoms = [literal(v) if type(v) is Literal else slot_of(v)
                           for v in jaxpr.outvars]
         self.num_slots = len(slot)
+        # With sinks (destinations for outputs, e.g. a scan's stacked ys), an output moves to
+        # its sink as soon as nothing later reads it: step index -> output positions.
+        last_read = {}
+        for i, eqn in enumerate(jaxpr.eqns):
+            for v in eqn.outvars:
+                last_read.setdefault(v, i)
+            for v in eqn.invars:
+                if type(v) is not Literal:
+                    last_read[v] = i
+        self.sink_after = {}
+        for pos, v in enumerate(jaxpr.outvars):
+            if type(v) is not Literal and v not in inputs:
+                self.sink_after.setdefault(last_read[v], []).append(pos)
+
+    def _sink(self, index, env, owned, sinks, sunk):
+        """Move the outputs no later step reads into their sinks, freeing their buffers."""
+        for pos in self.sink_after[index]:
+            dest = sinks[pos]
+            if dest is None:
+                continue
+            slot = self.out_atoms[pos]
+            dest[...] = env[slot]
+            sunk[pos] = dest
+            if slot in owned and all(p in sunk or self.out_atoms[p] != slot
+                                     for p in range(len(self.out_atoms))):
+                memory.untrack(env[slot])
+                owned.discard(slot)
+                env[slot] = None
 
     @staticmethod
     def _donatable(step, buf):
@@ -94,14 +122,17 @@ class Plan:
         return (buf.base is None and buf.flags.writeable and memory.holders(buf) == 1
                 and step.primitive.impl is step.ufunc[0])
 
-    def run(self, args):
+    def run(self, args, sinks=None):
         """Execute on NumPy buffers; returns the output buffers (tracked by the caller's
-        wrappers only after return: intermediates are tracked here while alive)."""
+        wrappers only after return: intermediates are tracked here while alive). ``sinks``
+        optionally gives, per output, an array view to write it into as early as possible
+        (the returned value is then that view)."""
         env = [None] * self.num_slots
         for s, a in zip(self.in_slots, args):
             env[s] = a
         owned = set()
-        for step in self.steps:
+        sunk = {}
+        for index, step in enumerate(self.steps):
             ins = [env[i] if type(i) is int else i[1] for i in step.ins]
             donor = step.donor
             if donor is not None and donor in owned and self._donatable(step, env[donor]):
@@ -116,6 +147,8 @@ class Plan:
                         memory.untrack(env[s])
                         owned.discard(s)
                     env[s] = None
+                if sinks is not None and index in self.sink_after:
+                    self._sink(index, env, owned, sinks, sunk)
                 if memory._recorder is not None:
                     memory.record_step(step.primitive, step.source_info)
                 continue
@@ -134,9 +167,12 @@ class Plan:
                     memory.untrack(env[s])
                     owned.discard(s)
                 env[s] = None
+            if sinks is not None and index in self.sink_after:
+                self._sink(index, env, owned, sinks, sunk)
             if memory._recorder is not None:
                 memory.record_step(step.primitive, step.source_info)
-        results = [env[a] if type(a) is int else a[1] for a in self.out_atoms]
+        results = [sunk[p] if p in sunk else env[a] if type(a) is int else a[1]
+                   for p, a in enumerate(self.out_atoms)]
         for s in owned:
             memory.untrack(env[s])
         return results
@@ -156,10 +192,10 @@ def plan_for(jaxpr):
 _closed_plans = weakref.WeakKeyDictionary()
 
 
-def evaluate(closed, *bufs):
+def evaluate(closed, *bufs, sinks=None):
     """Run a ClosedJaxpr (whose consts are concrete) on NumPy buffers."""
     if not closed.consts:
-        return plan_for(closed.jaxpr).run(bufs)
+        return plan_for(closed.jaxpr).run(bufs, sinks)
     entry = _closed_plans.get(closed)
     if entry is None:
         from remat.interpreters.partial_eval import convert_constvars_jaxpr
@@ -167,4 +203,4 @@ def evaluate(closed, *bufs):
         consts = [getattr(c, "_buf", c) for c in closed.consts]
         entry = _closed_plans[closed] = (Plan(convert_constvars_jaxpr(closed.jaxpr)), consts)
     plan, consts = entry
-    return plan.run(consts + list(bufs))
+    return plan.run(consts + list(bufs), sinks)

@@ -350,7 +350,9 @@ def _scan_impl(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
         memory.track(y)
     owned_carry = False
     for i in (range(length - 1, -1, -1) if reverse else range(length)):
-        outs = exec.evaluate(jaxpr, *consts, *carry, *[x[i] for x in xs])
+        # each iteration writes its ys straight into their stacked buffers
+        sinks = [None] * num_carry + [buf[i, ...] for buf in ys]
+        outs = exec.evaluate(jaxpr, *consts, *carry, *[x[i] for x in xs], sinks=sinks)
         if owned_carry:
             for c in carry:
                 memory.untrack(c)
@@ -358,8 +360,9 @@ def _scan_impl(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
         for c in carry:
             memory.track(c)
         owned_carry = True
-        for buf, y in zip(ys, outs[num_carry:]):
-            buf[i] = y
+        for sink, y in zip(sinks[num_carry:], outs[num_carry:]):
+            if y is not sink:  # outputs that are inputs or literals are not sunk
+                sink[...] = y
     if owned_carry:
         for c in carry:
             memory.untrack(c)

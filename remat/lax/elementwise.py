@@ -223,12 +223,19 @@ def _defjvp_broadcasting(prim, *rules):
 # --- unary -----------------------------------------------------------------------------------
 
 neg_p = _unop("neg", np.negative, NUMBER)
-sign_p = _unop("sign", np.sign, NUMBER)
+
+
+def _sign_impl(x):
+    # np.sign(-0.0) is +0.0; JAX keeps the sign of a zero
+    return np.where(x == 0, x, np.sign(x)) if x.dtype.kind == "f" else np.sign(x)
+
+
+sign_p = _unop("sign", _sign_impl, NUMBER)
 floor_p = _unop("floor", np.floor, FLOAT)
 ceil_p = _unop("ceil", np.ceil, FLOAT)
 is_finite_p = standard_primitive(
     "is_finite", np.isfinite, lambda x: (check_dtype("is_finite", x, FLOAT),
-                                         ShapedArray(x.shape, dtypes.bool_))[1])
+                                         ShapedArray(x.shape, dtypes.bool_, x.weak_type))[1])
 batching.defvectorized(is_finite_p)
 exp_p = _unop("exp", np.exp, INEXACT, quiet=True)
 exp2_p = _unop("exp2", np.exp2, INEXACT, quiet=True)
@@ -361,11 +368,20 @@ def _unary_jvps():
 
 
 def _int_div(x, y):
+    """Integer division rounds toward zero; ``x / 0`` is all ones (-1, or the unsigned
+    maximum), as XLA computes it in JAX."""
     if x.dtype.kind in "iu":
         q = np.floor_divide(x, np.where(y == 0, 1, y))
         fix = (np.remainder(x, np.where(y == 0, 1, y)) != 0) & ((x < 0) != (y < 0))
-        return np.where(y == 0, 0, q + fix.astype(q.dtype)).astype(x.dtype)
+        return np.where(y == 0, ~np.zeros((), x.dtype), q + fix.astype(q.dtype)).astype(x.dtype)
     return np.true_divide(x, y)
+
+
+def _rem_impl(x, y):
+    """C's fmod; for integers ``x % 0`` is ``x``, as XLA computes it in JAX."""
+    if x.dtype.kind in "iu":
+        return np.where(y == 0, x, np.fmod(x, np.where(y == 0, 1, y))).astype(x.dtype)
+    return np.fmod(x, y)
 
 
 def _pow_abstract_eval(x, y):
@@ -379,7 +395,7 @@ add_p = _binop("add", np.add, NUMBER)
 sub_p = _binop("sub", np.subtract, NUMBER)
 mul_p = _binop("mul", np.multiply, NUMBER + ("bool",))
 div_p = _binop("div", _int_div, NUMBER, quiet=True)
-rem_p = _binop("rem", np.fmod, REAL, quiet=True)
+rem_p = _binop("rem", _rem_impl, REAL, quiet=True)
 pow_p = standard_primitive("pow", _quiet(np.power), _pow_abstract_eval)
 batching.broadcast_batcher(pow_p)
 max_p = _binop("max", np.maximum, ANY)
@@ -395,16 +411,6 @@ lt_p = _binop("lt", np.less, REAL + ("bool",), dtypes.bool_)
 le_p = _binop("le", np.less_equal, REAL + ("bool",), dtypes.bool_)
 gt_p = _binop("gt", np.greater, REAL + ("bool",), dtypes.bool_)
 ge_p = _binop("ge", np.greater_equal, REAL + ("bool",), dtypes.bool_)
-
-
-def _comparison_weak_type_fix():
-    # comparisons produce strong booleans even from weak operands
-    for p in (eq_p, ne_p, lt_p, le_p, gt_p, ge_p):
-        inner = p.abstract_eval
-        p.def_abstract_eval(lambda *avals, _inner=inner: _inner(*avals).strip_weak_type())
-
-
-_comparison_weak_type_fix()
 
 
 def _balanced_eq(x, z, y):
@@ -583,10 +589,20 @@ def _clamp_rules():
 
 
 def _convert_impl(x, new_dtype, weak_type):
-    if np.dtype(new_dtype).kind in "iu" and x.dtype.kind in "fc":
+    new_dtype = np.dtype(new_dtype)
+    if x.dtype.kind == "c" and new_dtype.kind != "c":
+        x = x.astype(x.real.dtype)  # drops the imaginary part with NumPy's ComplexWarning
+    if new_dtype.kind in "iu" and x.dtype.kind == "f":
+        # JAX saturates and maps NaN to 0; NumPy's out-of-range casts are undefined
+        info = np.iinfo(new_dtype)
         with np.errstate(invalid="ignore"):
-            return np.trunc(x).astype(new_dtype)
-    return x.astype(new_dtype)
+            t = np.trunc(x)
+            hi, lo = t >= float(info.max), t <= float(info.min)
+            out = np.where(hi | lo | np.isnan(t), 0, t).astype(new_dtype)
+        return np.where(hi, new_dtype.type(info.max),
+                        np.where(lo, new_dtype.type(info.min), out))
+    with np.errstate(over="ignore"):
+        return x.astype(new_dtype)
 
 
 def _convert_abstract_eval(x, new_dtype, weak_type):

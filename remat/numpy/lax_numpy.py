@@ -327,7 +327,7 @@ def _promote_dtypes_inexact(*args):
 def _promote_dtypes_numeric(*args):
     d, weak = _result_of(*args)
     if d == dtypes.bool_:
-        d = dtypes.default_int_dtype()
+        d = dtypes.int32
     return [_convert(x, d, weak) for x in args]
 
 
@@ -918,7 +918,7 @@ def rint(x, /):
     """Round to the nearest integer, halves to even (integers compute in float)."""
     x = _one_arg("rint", x)
     if not dtypes.is_inexact(_dtype(x)):
-        return _convert(x, _to_inexact_dtype(_dtype(x)))
+        return _convert(x, dtypes.default_float_dtype())
     return lax.round(x, 1)
 
 
@@ -963,7 +963,7 @@ def square(x, /):
     """``x * x``."""
     x = _one_arg("square", x)
     if _dtype(x) == dtypes.bool_:
-        x = _convert(x, dtypes.default_int_dtype(), _weak(x))
+        x = _convert(x, dtypes.int32, _weak(x))
     return lax.square(x)
 
 
@@ -980,7 +980,7 @@ def isinf(x, /):
     x = _one_arg("isinf", x)
     if not dtypes.is_inexact(_dtype(x)):
         return lax.full(_shape(x), False, dtypes.bool_)
-    return lax.eq(lax.abs(x), _scalar_like(lax.abs(x), np.inf))
+    return lax.eq(lax.abs(x), _const(lax.abs(x), np.inf))
 
 
 def isposinf(x, /):
@@ -988,7 +988,7 @@ def isposinf(x, /):
     x = _one_arg("isposinf", x)
     if not dtypes.is_inexact(_dtype(x)):
         return lax.full(_shape(x), False, dtypes.bool_)
-    return lax.eq(x, _scalar_like(x, np.inf))
+    return lax.eq(x, _const(x, np.inf))
 
 
 def isneginf(x, /):
@@ -996,7 +996,7 @@ def isneginf(x, /):
     x = _one_arg("isneginf", x)
     if not dtypes.is_inexact(_dtype(x)):
         return lax.full(_shape(x), False, dtypes.bool_)
-    return lax.eq(x, _scalar_like(x, -np.inf))
+    return lax.eq(x, _const(x, -np.inf))
 
 
 def isnan(x, /):
@@ -1146,6 +1146,10 @@ def power(x1, x2, /):
     if y is not None:
         x1 = _promote_dtypes_numeric(x1)[0]
         return lax.integer_pow(x1, y)
+    (d1, w1), (d2, w2) = _dtype_and_weak(x1), _dtype_and_weak(x2)
+    if dtypes.is_inexact(d1) and dtypes.is_integer(d2):
+        # a floating base keeps its dtype under an integer exponent (as JAX)
+        return lax.pow(*_promote_shapes("power", _convert(x1, d1, w1), _convert(x2, d2, w2)))
     x1, x2 = _promote_args_numeric("power", x1, x2)
     if dtypes.is_integer(_dtype(x1)):
         return _integer_power(x1, x2)
@@ -1411,7 +1415,7 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     a, b = _promote_args("isclose", a, b)
     d = _dtype(a)
     if not dtypes.is_inexact(d):
-        return lax.eq(*_bcast_pair(a, b))
+        return _convert(lax.eq(*_bcast_pair(a, b)), dtypes.bool_)
     a, b = _convert(a, d), _convert(b, d)
     a, b = _bcast_pair(a, b)
     rtol_, atol_ = lax.convert_element_type(rtol, d), lax.convert_element_type(atol, d)
@@ -1421,7 +1425,7 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     out = lax.select(finite, close, both_inf)
     if equal_nan:
         out = lax.bitwise_or(out, lax.bitwise_and(lax.ne(a, a), lax.ne(b, b)))
-    return out
+    return _convert(out, dtypes.bool_)
 
 
 def conjugate(x, /):
