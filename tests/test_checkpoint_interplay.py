@@ -800,36 +800,41 @@ def test_offloading_is_real(name, wrap):
            "vmap": lambda *a: remat.vmap(c, in_axes=(None, None, None, 0))(
                *a[:3], jnp.expand_dims(a[3], 0))[0]}[wrap]
     g0 = remat.grad(three_layers, argnums=(0, 1, 2, 3))(*args)
+    gc.collect()
+    base = memory.host_bytes()
     out, pullback, host, live = _measure_vjp(fun, args)
     assert host == offloaded
     # working memory holds the output and the non-offloaded residuals only
     assert live == np.asarray(out).nbytes + kept
     assert_trees_close(g0, pullback(jnp.ones_like(out)))
-    assert memory.host_bytes() == host  # held by the pullback until it dies
+    assert memory.host_bytes() == base + host  # held by the pullback until it dies
     del pullback
     gc.collect()
-    assert memory.host_bytes() == 0
+    assert memory.host_bytes() == base
 
 
 def test_offloaded_residuals_survive_two_pullback_calls_and_linearize():
     args = _three_args(n=16, b=2)
     c = remat.checkpoint(three_layers, policy=OFFLOAD_POLICIES["dots"])
     g0 = remat.grad(three_layers, argnums=(0, 1, 2, 3))(*args)
+    gc.collect()
+    base = memory.host_bytes()
     out, pullback, host, _ = _measure_vjp(c, args)
     assert host == 3 * 16 * 2 * 4
     ct = jnp.ones_like(out)
     assert_trees_close(g0, pullback(ct))
-    assert_trees_close(g0, pullback(ct))
-    assert memory.host_bytes() == host
+    assert_trees_close(g0, pullback(ct))  # reloaded again, still held on the host
+    assert memory.host_bytes() == base + host
     del pullback
     gc.collect()
+    assert memory.host_bytes() == base
     _, lin = remat.linearize(c, *args)
-    assert memory.host_bytes() == host
+    assert memory.host_bytes() == base + host
     _, lin0 = remat.linearize(three_layers, *args)
     assert_trees_close(lin0(*args), lin(*args))
     del lin
     gc.collect()
-    assert memory.host_bytes() == 0
+    assert memory.host_bytes() == base
 
 
 @pytest.mark.xfail(strict=True, reason=(
