@@ -189,3 +189,460 @@ def _fma_impl(a, b, c):
             ok = np.isfinite(z) & np.isfinite(ul) & np.isfinite(tl)
             out = np.where(ok, z, a * b + c)
     return out.reshape(shape)
+
+
+def _check_float(name, *avals):
+    for a in avals:
+        if a.dtype.kind != "f":
+            raise TypeError(f"{name} does not accept dtype {a.dtype.name}. Accepted dtypes "
+                            f"are subtypes of floating.")
+    if len({a.dtype for a in avals}) > 1:
+        got = ", ".join(a.dtype.name for a in avals)
+        raise TypeError(f"{name} requires arguments to have the same dtypes, got {got}.")
+    return ShapedArray(broadcasting_shape(name, avals), avals[0].dtype,
+                       all(a.weak_type for a in avals))
+
+
+fma_p = standard_primitive("fma", _fma_impl, lambda a, b, c: _check_float("fma", a, b, c))
+_elementwise_batch(fma_p)
+
+
+def _fma_jvp(primals, tangents):
+    a, b, c = primals
+    out = fma_p.bind(a, b, c)
+    shape = core.get_aval(out).shape
+    terms = []
+    ta, tb, tc = tangents
+    if type(ta) is not ad.Zero:
+        terms.append(lax.mul(ta, b))
+    if type(tb) is not ad.Zero:
+        terms.append(lax.mul(a, tb))
+    if type(tc) is not ad.Zero:
+        terms.append(tc)
+    acc = ad.Zero.from_primal_value(out)
+    for t in terms:
+        if core.get_aval(t).shape != shape:
+            t = lax.broadcast_in_dim(t, shape, ())
+        acc = ad.add_tangents(acc, t)
+    return out, acc
+
+
+ad.primitive_jvps[fma_p] = _fma_jvp
+
+
+def _fma(a, b, c):
+    """``a * b + c`` with one rounding, for equal-dtype float operands of one shape."""
+    return fma_p.bind(a, b, c)
+
+
+def _f32(bits):
+    return np.array(bits, np.uint32).view(np.float32)
+
+
+def _f64(bits):
+    return np.array(bits, np.uint64).view(np.float64)
+
+
+def _horner(coeffs, z):
+    p = _fma_impl(coeffs[0], z, coeffs[1])
+    for c in coeffs[2:]:
+        p = _fma_impl(z, p, c)
+    return p
+
+
+# log (float32): Cephes' logf as in Eigen's plog. Mantissa m in [sqrt(1/2), sqrt(2)), x = m - 1,
+# log = x - x^2/2 + x^3 P(x) + e log(2) with log(2) split in two parts.
+_LOG_P = _f32([0x3D9021BB, 0xBDEBD1B8, 0x3DEF251A, 0xBDFE5D4F, 0x3E11E9BF, 0xBE2AAE50,
+               0x3E4CCEAC, 0xBE7FFFFC, 0x3EAAAAAA])
+_LOG2_LO, _LOG2_HI = _f32(0xB95E8083), _f32(0x3F318000)
+_MIN_NORMAL32 = _f32(0x00800000)
+_SQRT_HALF32 = _f32(0x3F3504F3)
+
+
+def _log_f32(a):
+    ac = np.where(a > _MIN_NORMAL32, a, _MIN_NORMAL32)
+    bits = ac.view(np.uint32)
+    e = ((bits >> np.uint32(23)).astype(np.int32) - 127).astype(np.float32) + np.float32(1)
+    m = ((bits & np.uint32(0x807FFFFF)) | np.uint32(0x3F000000)).view(np.float32)  # [0.5, 1)
+    small = m < _SQRT_HALF32
+    x = (m - np.float32(1)) + np.where(small, m, np.float32(0))
+    e = e - np.where(small, np.float32(1), np.float32(0))
+    x2 = x * x
+    x3 = x2 * x
+    c = _LOG_P
+    y = _fma_impl(_fma_impl(x, c[0], c[1]), x, c[2])
+    y1 = _fma_impl(_fma_impl(x, c[3], c[4]), x, c[5])
+    y2 = _fma_impl(_fma_impl(x, c[6], c[7]), x, c[8])
+    y = _fma_impl(_fma_impl(y, x3, y1), x3, y2)
+    y = _fma_impl(y, x3, e * _LOG2_LO)
+    r = _fma_impl(e, _LOG2_HI, _fma_impl(-x2, np.float32(0.5), x) + y)
+    r = np.where((a < 0) | np.isnan(a), np.float32(np.nan), r)
+    r = np.where(a == 0, np.float32(-np.inf), r)
+    return np.where(a == np.inf, np.float32(np.inf), r)
+
+
+def _log(a):
+    return _log_f32(a) if a.dtype == np.float32 else np.log(a)
+
+
+# log1p: a rational approximation for |t| < sqrt(2) - 1 (where log(1 + t) loses digits),
+# log(1 + t) elsewhere.
+_LOG1P = {
+    np.dtype(np.float32): (
+        _f32([0x417101AD, 0x42A6185B, 0x435DC32D, 0x439A8CA3, 0x43586D8A, 0x42707982]),
+        np.concatenate([np.float32([4.527e-05]),
+                        _f32([0x3EFF40C5, 0x40D284FA, 0x41EF4B9C, 0x4273CC76, 0x426473AD,
+                              0x41A05101])]),
+        _f32(0x3ED413CD)),
+    np.dtype(np.float64): (
+        _f64([0x402E20359E903E37, 0x4054C30B52213498, 0x406BB86590FCFB56, 0x407351945DC908A5,
+              0x406B0DB13E48E066, 0x404E0F304466448E]),
+        _f64([0x3F07BC0962B395CA, 0x3FDFE818A0FE1A83, 0x401A509F46F4FA53, 0x403DE9738B8CB9C9,
+              0x404E798EB86C3351, 0x404C8E7597479A10, 0x40340A202D99830A]),
+        _f64(0x3FDA827999FCEF32)),
+}
+
+
+def _log1p(t):
+    num, den, threshold = _LOG1P[t.dtype]
+    one = t.dtype.type(1)
+    p = np.ones_like(t)
+    for c in num:
+        p = _fma_impl(p, t, c)
+    q = np.full_like(t, den[0])
+    for c in den[1:]:
+        q = _fma_impl(q, t, c)
+    t2 = t * t
+    small = t + _fma_impl(t2, t.dtype.type(-0.5), (t * t2) * (q / p))
+    return np.where(np.abs(t) < threshold, small, _log(t + one))
+
+
+# erf_inv: M. Giles, "Approximating the erfinv function" (GPU Computing Gems, 2010), with
+# w = -log1p(-x^2); float32 uses the single-precision polynomials (w < 5, w >= 5), float64 the
+# double-precision ones (w < 6.25, w < 16, w >= 16), each evaluated by Horner's rule in FMAs.
+_ERF_INV32 = (
+    np.float32([2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                -0.00125372503, -0.00417768164, 0.246640727, 1.50140941]),
+    np.float32([-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                -0.0076224613, 0.00943887047, 1.00167406, 2.83297682]))
+_ERF_INV64 = (
+    _f64([0xBBB135D2E746E627, 0xBC08DDF93324D327, 0x3C37B83EEF0B7C9F, 0x3C69BA72CD589B91,
+          0xBCA33689090A6B96, 0x3C782E11898132E0, 0x3CFDE4ACFD9E26BA, 0xBD26D33EED66C487,
+          0xBD36F2167040D8E2, 0x3D872A22C2D77E20, 0xBDAC8859C4E5C0AF, 0xBDCDC583D118A561,
+          0x3E120F47CCF46B3C, 0xBE31A9E38DC84D60, 0xBE5F36CD6D3D46A9, 0x3E9C6B4F5D03B787,
+          0xBEB6E8A5434AE8A2, 0xBEED1D1F7B8736F6, 0x3F2879C2A212F024, 0xBF4845769484FCA8,
+          0xBF78B6C33114F909, 0x3FCEBD80D9B13E28, 0x3FFA755E7C99AE86]),
+    _f64([0x3E23040F87DBD932, 0x3E785CBE52878635, 0xBE92777453DD3955, 0x3E5395ABCD554C6C,
+          0x3EB936388A3790AD, 0xBED0D5DB812B5083, 0x3EC8860CD5D652F6, 0x3EEA29A0CACDFB23,
+          0xBF08CEF1F80281F2, 0x3F11E684D0B9188A, 0x3EF932CD54C8A222, 0xBF37448A89EF8AA3,
+          0x3F4F3CC55AD40C25, 0xBF5BA924132F38B1, 0x3F6468EECA533CF8, 0xBF6EBADABB891BBD,
+          0x3F75FFCFE5B76AFC, 0x3FF0158A6D641D39, 0x4008ABCC380D5A48]),
+    _f64([0xBDBDCEC3A7785389, 0xBDF18FEEC0E38727, 0x3E19E6BF2DDA45E3, 0xBE30468FB24E2F5F,
+          0x3E405AC6A8FBA182, 0xBE50102E495FB9C0, 0x3E5F4C20E1334AF8, 0xBE722D220FDF9C3E,
+          0x3E8EBC8BB824CB54, 0xBEB0A8D40EA372CC, 0x3ED2FBD29D093D2B, 0xBEF4A3497E1E0FAC,
+          0x3F13EBF4EB00938F, 0xBF2C2F36A8FC5D53, 0xBF222EA5DF04047C, 0x3FF02A30D1FBA0DC,
+          0x4013664DDD1AD7FB]))
+
+
+def _erf_inv(x):
+    w = -_log1p(x * -x)
+    if x.dtype == np.float32:
+        lt5 = w < np.float32(5)
+        z = np.where(lt5, w - np.float32(2.5), np.sqrt(w) - np.float32(3))
+        p = np.where(lt5, _horner(_ERF_INV32[0], z), _horner(_ERF_INV32[1], z))
+    else:
+        lt6, lt16 = w < 6.25, w < 16.0
+        z = np.where(lt6, w - 3.125, np.sqrt(w) - np.where(lt16, 3.25, 5.0))
+        p = np.where(lt6, _horner(_ERF_INV64[0], z),
+                     np.where(lt16, _horner(_ERF_INV64[1], z), _horner(_ERF_INV64[2], z)))
+    return x * np.where(np.abs(x) == 1, x.dtype.type(np.inf), p)
+
+
+def _xla_kernel(fn):
+    """A NumPy impl from a float32/float64 kernel: float16 is computed in float32 and rounded
+    once at the end, as XLA's CPU backend does."""
+
+    def impl(x):
+        shape = x.shape
+        with np.errstate(all="ignore"):
+            if x.dtype == np.float16:
+                out = fn(np.atleast_1d(x).astype(np.float32)).astype(np.float16)
+            else:
+                out = fn(np.atleast_1d(x))
+        return out.reshape(shape)
+
+    return impl
+
+
+def _xla_unary(name, fn, jvp):
+    prim = standard_primitive(name, _xla_kernel(fn), lambda x: _check_float(name, x))
+    batching.defvectorized(prim)
+    ad.defjvp2(prim, jvp)
+    return prim
+
+
+xla_log_p = _xla_unary("xla_log", _log, lambda g, ans, x: lax.div(g, x))
+xla_log1p_p = _xla_unary("xla_log1p", _log1p, lambda g, ans, x: lax.div(g, lax.add(x, 1.0)))
+xla_erf_inv_p = _xla_unary(
+    "xla_erf_inv", _erf_inv,
+    lambda g, ans, x: lax.mul(g, lax.mul(math.sqrt(math.pi) / 2, lax.exp(lax.square(ans)))))
+
+
+# --- keys ------------------------------------------------------------------------------------
+
+
+def _check_key(name, key):
+    """A raw key (``uint32[2]``) as an array; batched keys are for ``vmap``."""
+    if not core.is_array_like(key):
+        key = jnp.asarray(key)
+    aval = core.get_aval(key)
+    if aval.dtype != dtypes.uint32:
+        raise TypeError(f"JAX encountered invalid PRNG key data: expected key_data.dtype = "
+                        f"uint32; got dtype={aval.dtype.name}")
+    if aval.shape[-1:] != (2,):
+        raise TypeError(f"JAX encountered invalid PRNG key data: expected key_data.shape to "
+                        f"end with (2,); got shape={aval.shape} for impl=threefry2x32")
+    if aval.ndim != 1:
+        raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
+                         f"{aval.shape} != (). Use jax.vmap for batching.")
+    return key
+
+
+def _key_words(key):
+    """The two uint32 scalars of a key."""
+    return (lax.reshape(lax.slice(key, (0,), (1,)), ()),
+            lax.reshape(lax.slice(key, (1,), (2,)), ()))
+
+
+def _check_impl(impl):
+    if impl is not None and impl != "threefry2x32":
+        raise ValueError(f"unrecognized PRNG implementation {impl!r}; remat has threefry2x32")
+
+
+def _seed(ctor, seed):
+    if core.is_array_like(seed) and core.get_aval(seed).shape:
+        raise TypeError(f"{ctor} accepts a scalar seed, but was given an array of shape "
+                        f"{core.get_aval(seed).shape} != (). Use jax.vmap for batching")
+    if type(seed) in (bool, int):
+        seed = np.int64(seed)  # JAX's rule: any int64 seed; wraps to int32 without x64
+    seed = jnp.asarray(seed)
+    dtype = core.get_aval(seed).dtype
+    if dtype.kind not in "iu":
+        raise TypeError(f"PRNG key seed must be an integer; got {seed!r}")
+    # The key is the seed's 64 bits as two uint32 words (the high one 0 for narrower seeds).
+    lo = lax.convert_element_type(seed, dtypes.uint32)
+    if dtype.itemsize == 8:
+        hi = lax.div(lax.convert_element_type(seed, dtypes.uint64), np.uint64(1 << 32))
+        hi = lax.convert_element_type(hi, dtypes.uint32)
+    else:
+        hi = lax.full((), 0, dtypes.uint32)
+    return lax.concatenate([lax.reshape(hi, (1,)), lax.reshape(lo, (1,))], 0)
+
+
+def PRNGKey(seed, *, impl=None):
+    """A raw threefry key (``uint32[2]``) from an integer seed: the seed's 64 bits as two
+    words. Python ints must fit int64; without x64 the seed is taken modulo 2**32 first."""
+    _check_impl(impl)
+    return _seed("PRNGKey", seed)
+
+
+def key(seed, *, impl=None):
+    """Same as ``PRNGKey``: remat represents every key as a raw ``uint32[2]`` array."""
+    _check_impl(impl)
+    return _seed("key", seed)
+
+
+def key_data(keys):
+    """The raw ``uint32`` data of keys (keys already are their data in remat)."""
+    return keys
+
+
+def wrap_key_data(key_bits_array, *, impl=None):
+    """Keys from raw ``uint32[..., 2]`` data (an identity in remat)."""
+    _check_impl(impl)
+    return jnp.asarray(key_bits_array)
+
+
+def threefry_2x32(keypair, count):
+    """The threefry hash of ``count`` (uint32, any shape) under ``keypair``: the flattened
+    counts, padded to even length, are split in two halves that are hashed as pairs, and the
+    two output halves concatenated (JAX's ``threefry_2x32``)."""
+    if isinstance(keypair, (tuple, list)):
+        key1, key2 = keypair
+    else:
+        key1, key2 = _key_words(keypair)
+    count = jnp.asarray(count)
+    got = [core.get_aval(x).dtype for x in (key1, key2, count)]
+    if any(d != dtypes.uint32 for d in got):
+        raise TypeError(f"threefry_2x32 requires uint32 arguments, got {[d.name for d in got]}")
+    shape = core.get_aval(count).shape
+    n = math.prod(shape)
+    flat = lax.reshape(count, (n,))
+    if n % 2:
+        flat = lax.concatenate([flat, lax.full((1,), 0, dtypes.uint32)], 0)
+    half = (n + 1) // 2
+    y1, y2 = threefry2x32_p.bind(key1, key2, lax.slice(flat, (0,), (half,)),
+                                 lax.slice(flat, (half,), (2 * half,)))
+    out = lax.concatenate([y1, y2], 0)
+    if n % 2:
+        out = lax.slice(out, (0,), (n,))
+    return lax.reshape(out, shape)
+
+
+def _iota_2x32(shape):
+    """The row-major index of every element of ``shape`` as (high, low) uint32 words."""
+    size = math.prod(shape)
+    if size >= 1 << 32:
+        raise ValueError(f"random arrays of {size} >= 2**32 elements are not supported")
+    return lax.full(shape, 0, dtypes.uint32), lax.reshape(lax.iota(dtypes.uint32, size), shape)
+
+
+def _split(key, shape):
+    if _partitionable():
+        k1, k2 = _key_words(key)
+        b1, b2 = threefry2x32_p.bind(k1, k2, *_iota_2x32(shape))
+        return jnp.stack([b1, b2], axis=len(shape))
+    count = lax.iota(dtypes.uint32, 2 * math.prod(shape))
+    return lax.reshape(threefry_2x32(key, count), (*shape, 2))
+
+
+def split(key, num=2):
+    """``num`` new keys (or an array of keys of shape ``num`` when it is a tuple)."""
+    key = _check_key("split", key)
+    shape = tuple(num) if isinstance(num, Sequence) else (num,)
+    return _split(key, canonical_shape(shape, "num"))
+
+
+def fold_in(key, data):
+    """A new key from ``key`` and a 32-bit integer ``data``: the hash of ``[0, data]``."""
+    key = _check_key("fold_in", key)
+    if core.is_array_like(data) and core.get_aval(data).shape:
+        raise TypeError(f"fold_in accepts a scalar, but was given an array of shape "
+                        f"{core.get_aval(data).shape} != (). Use jax.vmap for batching.")
+    if type(data) is int and not 0 <= data < 1 << 32:
+        raise OverflowError(f"Python integer {data} out of bounds for uint32")
+    data = lax.convert_element_type(jnp.asarray(data), dtypes.uint32)
+    counts = lax.concatenate([lax.full((1,), 0, dtypes.uint32), lax.reshape(data, (1,))], 0)
+    return threefry_2x32(key, counts)
+
+
+# --- bits ------------------------------------------------------------------------------------
+
+
+def _shift_left(x, n):
+    return lax.mul(x, lax.full((), 1 << n, core.get_aval(x).dtype))
+
+
+def _shift_right(x, n):
+    """Logical right shift of an unsigned array."""
+    return lax.div(x, lax.full((), 1 << n, core.get_aval(x).dtype))
+
+
+def _random_bits(key, bit_width, shape):
+    """``uint{bit_width}`` bits of ``shape``, laid out as JAX lays them out."""
+    dtype = _UINT[bit_width]
+    if _partitionable():
+        k1, k2 = _key_words(key)
+        b1, b2 = threefry2x32_p.bind(k1, k2, *_iota_2x32(shape))
+        if bit_width == 64:
+            return lax.bitwise_or(_shift_left(lax.convert_element_type(b1, dtype), 32),
+                                  lax.convert_element_type(b2, dtype))
+        bits = lax.bitwise_xor(b1, b2)
+        return bits if bit_width == 32 else lax.convert_element_type(bits, dtype)
+    size = math.prod(shape)
+    count = -(-bit_width * size // 32)
+    if count >= (1 << 32) - 1:
+        raise ValueError(f"random arrays of {size} elements are not supported")
+    bits = threefry_2x32(key, lax.iota(dtypes.uint32, count))
+    if bit_width == 64:
+        hi, lo = (lax.convert_element_type(lax.slice(bits, (a,), (b,)), dtype)
+                  for a, b in ((0, count // 2), (count // 2, count)))
+        bits = lax.bitwise_or(_shift_left(hi, 32), lo)
+    elif bit_width < 32:
+        # each 32-bit word gives 32 // bit_width values, low bits first (a little-endian view)
+        mask = lax.full((), (1 << bit_width) - 1, dtypes.uint32)
+        parts = [lax.bitwise_and(_shift_right(bits, bit_width * j), mask)
+                 for j in range(32 // bit_width)]
+        bits = lax.reshape(jnp.stack(parts, axis=1), (count * 32 // bit_width,))
+        bits = lax.convert_element_type(lax.slice(bits, (0,), (size,)), dtype)
+    return lax.reshape(bits, shape)
+
+
+def bits(key, shape=(), dtype=None):
+    """Uniform random bits as unsigned integers (``uint64`` with x64, else ``uint32``)."""
+    key = _check_key("bits", key)
+    if dtype is None:
+        dtype = dtypes.uint64 if config.enable_x64 else dtypes.uint32
+    dtype = dtypes.canonicalize_dtype(dtype)
+    if dtype.kind != "u":
+        raise ValueError(f"dtype argument to `bits` must be an unsigned int dtype, got "
+                         f"{dtype.name}")
+    return _random_bits(key, dtype.itemsize * 8, canonical_shape(shape))
+
+
+# --- samplers --------------------------------------------------------------------------------
+
+
+def _check_shape(name, shape, *param_shapes):
+    if param_shapes:
+        try:
+            got = np.broadcast_shapes(shape, *param_shapes)
+        except ValueError:
+            raise ValueError(f"Incompatible shapes for broadcasting: shapes="
+                             f"{[tuple(shape), *map(tuple, param_shapes)]}") from None
+        if got != tuple(shape):
+            raise ValueError(f"{name} parameter shapes must be broadcast-compatible with shape "
+                             f"argument, and the result of broadcasting the shapes must equal "
+                             f"the shape argument, but got result {got} for shape argument "
+                             f"{tuple(shape)}.")
+
+
+def _float_dtype(name, dtype, what="a float"):
+    dtype = dtypes.canonicalize_dtype(dtypes.default_float_dtype() if dtype is None else dtype)
+    if dtype.kind != "f":
+        raise ValueError(f"dtype argument to `{name}` must be {what} dtype, got {dtype.name}")
+    return dtype
+
+
+def _bcast_to(x, shape):
+    x_shape = core.get_aval(x).shape
+    if x_shape == tuple(shape):
+        return x
+    return jnp.broadcast_to(x, shape)
+
+
+def _uniform(key, shape, dtype, minval, maxval):
+    """Floats in [minval, maxval): the top mantissa bits of random bits as a float in [0, 1)
+    (exactly JAX's ``bitcast(bits >> shift | 1.0) - 1.0``), scaled and shifted."""
+    _check_shape("uniform", shape, core.get_aval(minval).shape, core.get_aval(maxval).shape) \
+        if core.is_array_like(minval) and core.is_array_like(maxval) else None
+    minval = _bcast_to(lax.convert_element_type(jnp.asarray(minval), dtype), shape)
+    maxval = _bcast_to(lax.convert_element_type(jnp.asarray(maxval), dtype), shape)
+    info = np.finfo(dtype)
+    nbits, nmant = info.bits, info.nmant
+    mantissa = _shift_right(_random_bits(key, nbits, shape), nbits - nmant)
+    floats = lax.mul(lax.convert_element_type(mantissa, dtype),
+                     lax.full((), 2.0 ** -nmant, dtype))
+    span = lax.sub(maxval, minval)
+    if dtype == dtypes.float16:  # XLA's CPU backend does not fuse float16 multiply-adds
+        scaled = lax.add(lax.mul(floats, span), minval)
+    else:
+        scaled = _fma(floats, span, minval)
+    return lax.max(minval, scaled)
+
+
+def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
+    """Floats uniform in ``[minval, maxval)`` (bounds broadcast against ``shape``)."""
+    key = _check_key("uniform", key)
+    dtype = _float_dtype("uniform", dtype)
+    return _uniform(key, canonical_shape(shape), dtype, minval, maxval)
+
+
+def normal(key, shape=(), dtype=None):
+    """Standard normal floats: ``sqrt(2) * erf_inv(u)`` with ``u`` uniform in (-1, 1)."""
+    key = _check_key("normal", key)
+    dtype = _float_dtype("normal", dtype, "a float or complex")
+    shape = canonical_shape(shape)
+    lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
+    u = _uniform(key, shape, dtype, lo, np.array(1.0, dtype))
+    return lax.mul(lax.full((), np.sqrt(2), dtype), xla_erf_inv_p.bind(u))

@@ -48,7 +48,7 @@ _FLOAT_DOMAINS = {
     "m2": lambda r, s: np.full(s, 2.0),
 }
 _INT_DOMAINS = {"real": (-5, 6), "small": (-3, 4), "pos": (1, 6), "nonzero": (1, 6),
-                "frac": (-5, 6)}
+                "frac": (-5, 6), "unit": (0, 1), "gt1": (2, 4), "m1": (1, 2), "m2": (2, 3)}
 _SCALARS = {"real": 0.7, "small": -1.25, "pos": 1.5, "gt1": 1.5, "unit": 0.5, "nonzero": -1.25,
             "frac": 1.35, "m1": 1.0, "m2": 2.0}
 
