@@ -614,10 +614,10 @@ def _bcast_to(x, shape):
 def _uniform(key, shape, dtype, minval, maxval):
     """Floats in [minval, maxval): the top mantissa bits of random bits as a float in [0, 1)
     (exactly JAX's ``bitcast(bits >> shift | 1.0) - 1.0``), scaled and shifted."""
-    _check_shape("uniform", shape, core.get_aval(minval).shape, core.get_aval(maxval).shape) \
-        if core.is_array_like(minval) and core.is_array_like(maxval) else None
-    minval = _bcast_to(lax.convert_element_type(jnp.asarray(minval), dtype), shape)
-    maxval = _bcast_to(lax.convert_element_type(jnp.asarray(maxval), dtype), shape)
+    minval = lax.convert_element_type(jnp.asarray(minval), dtype)
+    maxval = lax.convert_element_type(jnp.asarray(maxval), dtype)
+    _check_shape("uniform", shape, core.get_aval(minval).shape, core.get_aval(maxval).shape)
+    minval, maxval = _bcast_to(minval, shape), _bcast_to(maxval, shape)
     info = np.finfo(dtype)
     nbits, nmant = info.bits, info.nmant
     mantissa = _shift_right(_random_bits(key, nbits, shape), nbits - nmant)
@@ -646,3 +646,264 @@ def normal(key, shape=(), dtype=None):
     lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
     u = _uniform(key, shape, dtype, lo, np.array(1.0, dtype))
     return lax.mul(lax.full((), np.sqrt(2), dtype), xla_erf_inv_p.bind(u))
+
+
+def bernoulli(key, p=0.5, shape=None, mode="low"):
+    """Booleans that are True with probability ``p`` (``mode='high'`` draws twice the bits,
+    for probabilities below the float's resolution)."""
+    if shape is not None:
+        shape = canonical_shape(shape)
+    if mode not in ("high", "low"):
+        raise ValueError(f"got mode={mode!r}, expected 'high' or 'low'")
+    key = _check_key("bernoulli", key)
+    p = jnp.asarray(p)
+    dtype = core.get_aval(p).dtype
+    if dtype.kind != "f":
+        raise TypeError(f"bernoulli probability `p` must have a floating dtype, got "
+                        f"{dtype.name}.")
+    if shape is None:
+        shape = core.get_aval(p).shape
+    else:
+        _check_shape("bernoulli", shape, core.get_aval(p).shape)
+    if mode == "high":
+        u = _uniform(key, (2, *shape), dtype, 0.0, 1.0)
+        u1 = lax.reshape(lax.slice_in_dim(u, 0, 1), shape)
+        u2 = lax.reshape(lax.slice_in_dim(u, 1, 2), shape)
+        u2 = lax.mul(u2, lax.full((), 2.0 ** -np.finfo(dtype).nmant, dtype))
+        return jnp.less(u2, jnp.subtract(p, u1))
+    return jnp.less(_uniform(key, shape, dtype, 0.0, 1.0), p)
+
+
+def _convert_and_clip_integer(val, dtype):
+    """``val`` (integer) in integer ``dtype``, clipped to its range rather than wrapped."""
+    src = core.get_aval(val).dtype
+    lo = max(np.iinfo(dtype).min, np.iinfo(src).min)
+    hi = min(np.iinfo(dtype).max, np.iinfo(src).max)
+    val = lax.clamp(lax.full((), lo, src), val, lax.full((), hi, src))
+    return lax.convert_element_type(val, dtype)
+
+
+def _int_operand(x):
+    x = jnp.asarray(x)
+    if core.get_aval(x).dtype.kind not in "iu":
+        x = lax.convert_element_type(x, dtypes.default_int_dtype())
+    return x
+
+
+def randint(key, shape, minval, maxval, dtype=None):
+    """Integers uniform in ``[minval, maxval)``. Like JAX, a value takes two draws of the
+    dtype's width (``hi * (2**nbits mod span) + lo mod span``), which keeps the modulo bias
+    small; 8- and 16-bit dtypes are sampled in 32 bits."""
+    key = _check_key("randint", key)
+    dtype = dtypes.canonicalize_dtype(dtypes.default_int_dtype() if dtype is None else dtype)
+    if dtype.kind not in "iu":
+        raise TypeError(f"randint only accepts integer dtypes, got {dtype.name}")
+    shape = canonical_shape(shape)
+    info = np.iinfo(dtype)
+    sample_dtype = dtype
+    minval, maxval = _int_operand(minval), _int_operand(maxval)
+    if info.bits < 32:
+        sample_dtype = dtypes.int32
+        minval = jnp.clip(lax.convert_element_type(minval, dtypes.int32), int(info.min),
+                          int(info.max))
+        maxval = jnp.clip(lax.convert_element_type(maxval, dtypes.int32), int(info.min),
+                          int(info.max) + 1)
+    out = _randint(key, minval, maxval, shape, sample_dtype)
+    return lax.convert_element_type(out, dtype)
+
+
+def _randint(key, minval, maxval, shape, dtype):
+    _check_shape("randint", shape, core.get_aval(minval).shape, core.get_aval(maxval).shape)
+    # maxval beyond the dtype's range (randint(key, s, 0, 256, uint8)): one more value
+    maxval_dtype = core.get_aval(maxval).dtype
+    dtype_max = _convert_and_clip_integer(lax.full((), np.iinfo(dtype).max, dtype),
+                                          maxval_dtype)
+    out_of_range = jnp.greater(maxval, dtype_max)
+    minval = _bcast_to(_convert_and_clip_integer(minval, dtype), shape)
+    maxval = _bcast_to(_convert_and_clip_integer(maxval, dtype), shape)
+    out_of_range = _bcast_to(out_of_range, shape)
+    nbits = np.iinfo(dtype).bits
+    unsigned = _UINT[nbits]
+    k1, k2 = _split(key, (2,))
+    higher_bits = _random_bits(k1, nbits, shape)
+    lower_bits = _random_bits(k2, nbits, shape)
+    span = lax.convert_element_type(lax.sub(maxval, minval), unsigned)
+    one = lax.full(shape, 1, unsigned)
+    span = lax.select(lax.le(maxval, minval), one, span)  # maxval <= minval gives minval
+    span = lax.select(lax.bitwise_and(out_of_range, lax.gt(maxval, minval)),
+                      lax.add(span, one), span)  # may wrap to 0: then rem leaves x as is
+    # (hi * 2**nbits + lo) mod span, with 2**nbits mod span computed without overflow
+    multiplier = _rem(lax.full(shape, 1 << (nbits // 2), unsigned), span)
+    multiplier = _rem(lax.mul(multiplier, multiplier), span)
+    offset = lax.add(lax.mul(_rem(higher_bits, span), multiplier), _rem(lower_bits, span))
+    offset = _rem(offset, span)
+    return lax.add(minval, lax.convert_element_type(offset, dtype))
+
+
+def _rem(x, y):
+    """Unsigned remainder with XLA's ``x rem 0 = x``."""
+    zero = lax.eq(y, lax.full((), 0, core.get_aval(y).dtype))
+    return lax.select(zero, x, lax.rem(x, lax.select(zero, lax.full_like(y, 1), y)))
+
+
+def _gumbel(key, shape, dtype, mode):
+    if mode == "high":
+        u = _uniform(key, (2, *shape), dtype, 0.0, 1.0)
+        high = lax.reshape(lax.slice_in_dim(u, 0, 1), shape)
+        low = lax.reshape(lax.slice_in_dim(u, 1, 2), shape)
+        info = np.finfo(dtype)
+        fine = lax.add(lax.add(high, lax.mul(lax.full((), 2.0 ** -info.nmant, dtype), low)),
+                       lax.full((), info.tiny, dtype))
+        x = lax.select(lax.ge(high, lax.full((), 0.5, dtype)), high, fine)
+        return lax.neg(xla_log_p.bind(lax.neg(xla_log1p_p.bind(lax.neg(x)))))
+    u = _uniform(key, shape, dtype, np.finfo(dtype).tiny, 1.0)
+    return lax.neg(xla_log_p.bind(lax.neg(xla_log_p.bind(u))))
+
+
+def _gumbel_mode(mode):
+    mode = "low" if mode is None else mode
+    if mode not in ("high", "low"):
+        raise ValueError(f"Must provide valid mode for gumbel got: {mode} (remat has 'low' "
+                         f"and 'high')")
+    return mode
+
+
+def gumbel(key, shape=(), dtype=None, mode=None):
+    """Standard Gumbel floats, ``-log(-log(u))``; ``mode='high'`` uses twice the bits to
+    reach further into the tail."""
+    key = _check_key("gumbel", key)
+    dtype = _float_dtype("gumbel", dtype)
+    return _gumbel(key, canonical_shape(shape), dtype, _gumbel_mode(mode))
+
+
+def _top_k_indices(x, k):
+    """Indices of the ``k`` largest entries along the last axis (ties: lower index first)."""
+    shape = core.get_aval(x).shape
+    iota = lax.broadcasted_iota(dtypes.default_int_dtype(), shape, len(shape) - 1)
+    _, idx = lax.sort_key_val(lax.neg(x), iota, dimension=len(shape) - 1)
+    return lax.slice_in_dim(idx, 0, k, axis=len(shape) - 1)
+
+
+def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
+    """Indices drawn with probabilities ``softmax(logits, axis)``, by the Gumbel-max trick
+    (Gumbel top-k without replacement)."""
+    key = _check_key("categorical", key)
+    logits = jnp.asarray(logits)
+    logits_shape = core.get_aval(logits).shape
+    ndim = len(logits_shape)
+    axis = int(axis)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of bounds for logits of shape {logits_shape}")
+    batch_shape = tuple(np.delete(logits_shape, axis))
+    if shape is None:
+        shape = batch_shape
+    else:
+        shape = canonical_shape(shape)
+        _check_shape("categorical", shape, batch_shape)
+    dtype = core.get_aval(logits).dtype
+    mode = _gumbel_mode(mode)
+    prefix = shape[:len(shape) - len(batch_shape)]
+    if replace:
+        axis = axis - ndim if axis >= 0 else axis
+        noise_shape = list(shape[len(shape) - len(batch_shape):])
+        noise_shape.insert(axis % ndim, logits_shape[axis])
+        noisy = jnp.add(_gumbel(key, (*prefix, *noise_shape), dtype, mode),
+                        lax.expand_dims(logits, tuple(range(len(prefix)))))
+        return jnp.argmax(noisy, axis=axis)
+    noisy = jnp.add(logits, _gumbel(key, logits_shape, dtype, mode))
+    k = math.prod(prefix)
+    if k > logits_shape[axis]:
+        raise ValueError(f"Number of samples without replacement ({k}) cannot exceed number "
+                         f"of categories ({logits_shape[axis]}).")
+    idx = _top_k_indices(jnp.moveaxis(noisy, axis, -1), k)
+    return lax.reshape(idx, shape, (len(batch_shape), *range(len(batch_shape))))
+
+
+def _shuffle(key, x, axis):
+    """Sort by fresh random 32-bit keys, repeated (3 log n / log(2**32 - 1) rounds) so that
+    key collisions are unlikely to bias the permutation."""
+    size = math.prod(core.get_aval(x).shape)
+    rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
+    for _ in range(rounds):
+        key, subkey = _split(key, (2,))
+        sort_keys = _random_bits(subkey, 32, core.get_aval(x).shape)
+        _, x = lax.sort_key_val(sort_keys, x, axis)
+    return x
+
+
+def permutation(key, x, axis=0, independent=False):
+    """A shuffled ``arange(x)`` (integer ``x``) or ``x`` shuffled along ``axis`` (each slice
+    on its own when ``independent``)."""
+    key = _check_key("permutation", key)
+    if not core.is_array_like(x):
+        x = jnp.asarray(x)
+    aval = core.get_aval(x)
+    if not aval.ndim:
+        if aval.dtype.kind not in "iu":
+            raise TypeError("x must be an integer or at least 1-dimensional")
+        n = int(core.concrete_or_error(x, "argument x of jax.random.permutation()"))
+        return _shuffle(key, jnp.arange(n), 0)
+    axis = int(axis)
+    if not -aval.ndim <= axis < aval.ndim:
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {aval.ndim}")
+    axis %= aval.ndim
+    if independent or aval.ndim == 1:
+        return _shuffle(key, x, axis)
+    ind = _shuffle(key, jnp.arange(aval.shape[axis]), 0)
+    return jnp.take(x, ind, axis, unique_indices=True)
+
+
+def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
+    """Samples of ``a`` (or of ``arange(a)`` for an integer) along ``axis``, uniformly or
+    with probabilities ``p``, with or without replacement."""
+    key = _check_key("choice", key)
+    if not isinstance(shape, Sequence):
+        raise TypeError(f"shape argument of jax.random.choice must be a sequence, got {shape}")
+    shape = canonical_shape(shape)
+    arr = jnp.asarray(a)
+    aval = core.get_aval(arr)
+    if aval.ndim == 0:
+        n_inputs = int(core.concrete_or_error(a, "The error occurred in jax.random.choice()"))
+    else:
+        if not -aval.ndim <= axis < aval.ndim:
+            raise ValueError(f"axis {axis} is out of bounds for array of dimension "
+                             f"{aval.ndim}")
+        axis %= aval.ndim
+        n_inputs = aval.shape[axis]
+    n_draws = math.prod(shape)
+    if n_draws == 0:
+        return jnp.zeros(shape, dtype=aval.dtype)
+    if n_inputs <= 0:
+        raise ValueError("a must be greater than 0 unless no samples are taken")
+    if not replace and n_draws > n_inputs:
+        raise ValueError(f"Cannot take a larger sample (size {n_draws}) than population "
+                         f"(size {n_inputs}) when 'replace=False'")
+    if p is None:
+        if replace:
+            ind = randint(key, shape, 0, n_inputs)
+            result = ind if aval.ndim == 0 else jnp.take(arr, ind, axis)
+        else:
+            perm = permutation(key, n_inputs if aval.ndim == 0 else arr, axis)
+            result = lax.slice_in_dim(perm, 0, n_draws, axis=0 if aval.ndim == 0 else axis)
+    else:
+        p = jnp.asarray(p)
+        if core.get_aval(p).dtype.kind != "f":
+            p = lax.convert_element_type(p, dtypes.default_float_dtype())
+        if core.get_aval(p).shape != (n_inputs,):
+            raise ValueError(f"p must be None or a 1D vector with the same size as "
+                             f"a.shape[axis]. p has shape {core.get_aval(p).shape} and "
+                             f"a.shape[axis] is {n_inputs}.")
+        p_dtype = core.get_aval(p).dtype
+        if replace:
+            p_cuml = jnp.cumsum(p)
+            u = _uniform(key, shape, p_dtype, 0.0, 1.0)
+            r = jnp.multiply(p_cuml[-1], jnp.subtract(1, u))
+            ind = jnp.searchsorted(p_cuml, r).astype(dtypes.default_int_dtype())
+        else:
+            g = jnp.add(_gumbel(key, (n_inputs,), p_dtype, _gumbel_mode(mode)),
+                        xla_log_p.bind(p))
+            ind = _top_k_indices(g, n_draws)
+        result = ind if aval.ndim == 0 else jnp.take(arr, ind, axis)
+    out_shape = shape if aval.ndim == 0 else \
+        aval.shape[:axis] + tuple(shape) + aval.shape[axis + 1:]
+    return jnp.reshape(result, out_shape)
