@@ -235,6 +235,11 @@ def _fma(a, b, c):
     return fma_p.bind(a, b, c)
 
 
+def _const(value, dtype):
+    """A rank-0 constant of ``dtype`` (any value of the dtype, unlike a weak Python scalar)."""
+    return np.array(value, dtypes.canonicalize_dtype(dtype))
+
+
 def _f32(bits):
     return np.array(bits, np.uint32).view(np.float32)
 
@@ -435,7 +440,7 @@ def _seed(ctor, seed):
         hi = lax.div(lax.convert_element_type(seed, dtypes.uint64), np.uint64(1 << 32))
         hi = lax.convert_element_type(hi, dtypes.uint32)
     else:
-        hi = lax.full((), 0, dtypes.uint32)
+        hi = _const(0, dtypes.uint32)
     return lax.concatenate([lax.reshape(hi, (1,)), lax.reshape(lo, (1,))], 0)
 
 
@@ -530,12 +535,12 @@ def fold_in(key, data):
 
 
 def _shift_left(x, n):
-    return lax.mul(x, lax.full((), 1 << n, core.get_aval(x).dtype))
+    return lax.mul(x, _const(1 << n, core.get_aval(x).dtype))
 
 
 def _shift_right(x, n):
     """Logical right shift of an unsigned array."""
-    return lax.div(x, lax.full((), 1 << n, core.get_aval(x).dtype))
+    return lax.div(x, _const(1 << n, core.get_aval(x).dtype))
 
 
 def _random_bits(key, bit_width, shape):
@@ -560,7 +565,7 @@ def _random_bits(key, bit_width, shape):
         bits = lax.bitwise_or(_shift_left(hi, 32), lo)
     elif bit_width < 32:
         # each 32-bit word gives 32 // bit_width values, low bits first (a little-endian view)
-        mask = lax.full((), (1 << bit_width) - 1, dtypes.uint32)
+        mask = _const((1 << bit_width) - 1, dtypes.uint32)
         parts = [lax.bitwise_and(_shift_right(bits, bit_width * j), mask)
                  for j in range(32 // bit_width)]
         bits = lax.reshape(jnp.stack(parts, axis=1), (count * 32 // bit_width,))
@@ -622,7 +627,7 @@ def _uniform(key, shape, dtype, minval, maxval):
     nbits, nmant = info.bits, info.nmant
     mantissa = _shift_right(_random_bits(key, nbits, shape), nbits - nmant)
     floats = lax.mul(lax.convert_element_type(mantissa, dtype),
-                     lax.full((), 2.0 ** -nmant, dtype))
+                     _const(2.0 ** -nmant, dtype))
     span = lax.sub(maxval, minval)
     if dtype == dtypes.float16:  # XLA's CPU backend does not fuse float16 multiply-adds
         scaled = lax.add(lax.mul(floats, span), minval)
@@ -645,7 +650,7 @@ def normal(key, shape=(), dtype=None):
     shape = canonical_shape(shape)
     lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
     u = _uniform(key, shape, dtype, lo, np.array(1.0, dtype))
-    return lax.mul(lax.full((), np.sqrt(2), dtype), xla_erf_inv_p.bind(u))
+    return lax.mul(_const(np.sqrt(2), dtype), xla_erf_inv_p.bind(u))
 
 
 def bernoulli(key, p=0.5, shape=None, mode="low"):
@@ -669,7 +674,7 @@ def bernoulli(key, p=0.5, shape=None, mode="low"):
         u = _uniform(key, (2, *shape), dtype, 0.0, 1.0)
         u1 = lax.reshape(lax.slice_in_dim(u, 0, 1), shape)
         u2 = lax.reshape(lax.slice_in_dim(u, 1, 2), shape)
-        u2 = lax.mul(u2, lax.full((), 2.0 ** -np.finfo(dtype).nmant, dtype))
+        u2 = lax.mul(u2, _const(2.0 ** -np.finfo(dtype).nmant, dtype))
         return jnp.less(u2, jnp.subtract(p, u1))
     return jnp.less(_uniform(key, shape, dtype, 0.0, 1.0), p)
 
@@ -679,7 +684,7 @@ def _convert_and_clip_integer(val, dtype):
     src = core.get_aval(val).dtype
     lo = max(np.iinfo(dtype).min, np.iinfo(src).min)
     hi = min(np.iinfo(dtype).max, np.iinfo(src).max)
-    val = lax.clamp(lax.full((), lo, src), val, lax.full((), hi, src))
+    val = lax.clamp(_const(lo, src), val, _const(hi, src))
     return lax.convert_element_type(val, dtype)
 
 
@@ -716,7 +721,7 @@ def _randint(key, minval, maxval, shape, dtype):
     _check_shape("randint", shape, core.get_aval(minval).shape, core.get_aval(maxval).shape)
     # maxval beyond the dtype's range (randint(key, s, 0, 256, uint8)): one more value
     maxval_dtype = core.get_aval(maxval).dtype
-    dtype_max = _convert_and_clip_integer(lax.full((), np.iinfo(dtype).max, dtype),
+    dtype_max = _convert_and_clip_integer(_const(np.iinfo(dtype).max, dtype),
                                           maxval_dtype)
     out_of_range = jnp.greater(maxval, dtype_max)
     minval = _bcast_to(_convert_and_clip_integer(minval, dtype), shape)
@@ -742,7 +747,7 @@ def _randint(key, minval, maxval, shape, dtype):
 
 def _rem(x, y):
     """Unsigned remainder with XLA's ``x rem 0 = x``."""
-    zero = lax.eq(y, lax.full((), 0, core.get_aval(y).dtype))
+    zero = lax.eq(y, _const(0, core.get_aval(y).dtype))
     return lax.select(zero, x, lax.rem(x, lax.select(zero, lax.full_like(y, 1), y)))
 
 
@@ -752,9 +757,9 @@ def _gumbel(key, shape, dtype, mode):
         high = lax.reshape(lax.slice_in_dim(u, 0, 1), shape)
         low = lax.reshape(lax.slice_in_dim(u, 1, 2), shape)
         info = np.finfo(dtype)
-        fine = lax.add(lax.add(high, lax.mul(lax.full((), 2.0 ** -info.nmant, dtype), low)),
-                       lax.full((), info.tiny, dtype))
-        x = lax.select(lax.ge(high, lax.full((), 0.5, dtype)), high, fine)
+        fine = lax.add(lax.add(high, lax.mul(_const(2.0 ** -info.nmant, dtype), low)),
+                       _const(info.tiny, dtype))
+        x = lax.select(lax.ge(high, _const(0.5, dtype)), high, fine)
         return lax.neg(xla_log_p.bind(lax.neg(xla_log1p_p.bind(lax.neg(x)))))
     u = _uniform(key, shape, dtype, np.finfo(dtype).tiny, 1.0)
     return lax.neg(xla_log_p.bind(lax.neg(xla_log_p.bind(u))))

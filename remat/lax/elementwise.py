@@ -259,9 +259,9 @@ atanh_p = _unop("atanh", np.arctanh, INEXACT, quiet=True)
 sqrt_p = _unop("sqrt", np.sqrt, INEXACT, quiet=True)
 rsqrt_p = _unop("rsqrt", lambda x: np.reciprocal(np.sqrt(x)), INEXACT, quiet=True)
 cbrt_p = _unop("cbrt", np.cbrt, FLOAT)
-abs_p = standard_primitive(
+abs_p = standard_primitive(  # no unsigned integers, as in JAX (jnp.abs returns them as they are)
     "abs", np.abs,
-    lambda x: (check_dtype("abs", x, NUMBER),
+    lambda x: (check_dtype("abs", x, ("signedinteger", "floating", "complexfloating")),
                x.update(dtype=np.finfo(x.dtype).dtype if x.dtype.kind == "c" else x.dtype))[1])
 batching.defvectorized(abs_p)
 erf_p = _unop("erf", special.erf, FLOAT)
@@ -393,7 +393,7 @@ def _pow_abstract_eval(x, y):
 
 add_p = _binop("add", np.add, NUMBER)
 sub_p = _binop("sub", np.subtract, NUMBER)
-mul_p = _binop("mul", np.multiply, NUMBER + ("bool",))
+mul_p = _binop("mul", np.multiply, NUMBER)  # no booleans, as in JAX
 div_p = _binop("div", _int_div, NUMBER, quiet=True)
 rem_p = _binop("rem", _rem_impl, REAL, quiet=True)
 pow_p = standard_primitive("pow", _quiet(np.power), _pow_abstract_eval)
