@@ -98,8 +98,35 @@ def cse_jaxpr(jaxpr):
     return Jaxpr(jaxpr.constvars, jaxpr.invars, outvars, eqns, jaxpr.debug_info)
 
 
+def fold_constants(jaxpr):
+    """Evaluate equations whose operands are all literals and whose results are scalars
+    (e.g. ``div 1.0 8.0``), replacing their uses by literals. Larger constant results are
+    left to run: folding them would pin their memory for the life of the plan."""
+    import numpy as np
+
+    from remat.core import Literal as Lit
+
+    rename = {}
+    eqns = []
+    for eqn in jaxpr.eqns:
+        invars = [rename.get(v, v) if type(v) is not Lit else v for v in eqn.invars]
+        foldable = (invars and all(type(v) is Lit for v in invars)
+                    and not eqn.primitive.multiple_results
+                    and eqn.primitive not in cse_barriers
+                    and not getattr(eqn.primitive, "has_effects", False)
+                    and not eqn.outvars[0].aval.shape and not eqn.params)
+        if foldable:
+            vals = [np.asarray(v.val, v.aval.dtype) for v in invars]
+            out = np.asarray(eqn.primitive.impl(*vals), eqn.outvars[0].aval.dtype)
+            rename[eqn.outvars[0]] = Lit(out[()], eqn.outvars[0].aval)
+            continue
+        eqns.append(eqn if invars == eqn.invars else eqn.replace(invars=invars))
+    outvars = [rename.get(v, v) if type(v) is not Lit else v for v in jaxpr.outvars]
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, outvars, eqns, jaxpr.debug_info)
+
+
 def optimize_jaxpr(jaxpr):
-    """The pass pipeline run once per jitted jaxpr: inlining, CSE, then DCE."""
-    jaxpr = cse_jaxpr(inline_calls(jaxpr))
+    """The pass pipeline run once per jitted jaxpr: inlining, constant folding, CSE, DCE."""
+    jaxpr = cse_jaxpr(fold_constants(inline_calls(jaxpr)))
     jaxpr, _ = pe.dce_jaxpr(jaxpr)
     return jaxpr
