@@ -37,10 +37,9 @@ backward scan's stacked weight gradients exist from its start:  L*R + L*P + W.
 """
 
 import argparse
-import statistics
-import time
 
 import numpy as np
+from harness import median_time
 
 GELU_C = 0.7978845608028654
 
@@ -130,15 +129,6 @@ def numpy_step(weights, h0):
 # --- measurement -----------------------------------------------------------------------------
 
 
-def _time(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def measure_remat(form, policy, weights, h0, repeat):
     import remat
     import remat.numpy as jnp
@@ -148,7 +138,7 @@ def measure_remat(form, policy, weights, h0, repeat):
     h = jnp.asarray(h0)
     step(params, h)  # trace and warm up
     peak = remat.memory.peak_memory(step, params, h)
-    return peak, _time(lambda: step(params, h), repeat)
+    return peak, median_time(lambda: step(params, h), repeat)
 
 
 def measure_jax(form, policy, weights, h0, repeat):
@@ -185,7 +175,7 @@ def measure_jax(form, policy, weights, h0, repeat):
     except Exception:  # noqa: BLE001 - memory analysis is backend-dependent
         temp = None
     jax.block_until_ready(step(params, h))
-    return temp, _time(lambda: jax.block_until_ready(step(params, h)), repeat)
+    return temp, median_time(lambda: jax.block_until_ready(step(params, h)), repeat)
 
 
 def measure_torch(policy, weights, h0, repeat):
@@ -213,7 +203,7 @@ def measure_torch(policy, weights, h0, repeat):
         return torch.autograd.grad(loss, [p for pair in params for p in pair])
 
     step()
-    return None, _time(step, repeat)
+    return None, median_time(step, repeat)
 
 
 def main(argv=None):
@@ -234,7 +224,7 @@ def main(argv=None):
     h0 = rng.standard_normal((T, D)).astype(np.float32)
     print(f"block stack: L={L} D={D} T={T} float32 (2 cores); times are medians of "
           f"{args.repeat}")
-    floor = _time(lambda: numpy_step(weights, h0), args.repeat)
+    floor = median_time(lambda: numpy_step(weights, h0), args.repeat)
     print(f"hand-written NumPy forward+backward: {floor * 1e3:.1f} ms")
     header = (f"{'system':8s} {'form':9s} {'policy':14s} {'peak MiB':>9s} {'analytic':>9s} "
               f"{'peak/min':>8s} {'ms/step':>9s} {'vs none':>8s} {'vs numpy':>8s}")

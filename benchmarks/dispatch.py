@@ -5,20 +5,9 @@
 """
 
 import argparse
-import statistics
-import time
 
 import numpy as np
-
-
-def _median_time(fn, repeat, number):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - start) / number)
-    return statistics.median(times)
+from harness import compare
 
 
 def _workloads(jax, jnp):
@@ -54,38 +43,7 @@ def _workloads(jax, jnp):
 
 
 def run(repeat):
-    import remat
-    import remat.numpy as rnp
-
-    systems = {"remat": (remat, rnp)}
-    try:
-        import jax
-        import jax.numpy as jjnp
-
-        jax.config.update("jax_platforms", "cpu")
-        systems["jax"] = (jax, jjnp)
-    except ImportError:
-        pass
-    results = {}
-    for name, (lib, np_mod) in systems.items():
-        for label, (fn, scale, number) in _workloads(lib, np_mod).items():
-            fn()  # warm up (traces, caches)
-            if name == "jax":
-                out = fn()
-                getattr(out, "block_until_ready", lambda: None)()
-            results[(label, name)] = _median_time(fn, repeat, number) * scale
-    labels = list(dict.fromkeys(label for label, _ in results))
-    header = f"{'workload':40s} {'remat':>10s}" + (f" {'jax':>10s} {'remat/jax':>10s}"
-                                                   if "jax" in systems else "")
-    print(header)
-    print("-" * len(header))
-    for label in labels:
-        ours = results[(label, "remat")]
-        line = f"{label:40s} {ours:10.2f}"
-        if "jax" in systems:
-            theirs = results[(label, "jax")]
-            line += f" {theirs:10.2f} {ours / theirs:10.2f}"
-        print(line)
+    compare(_workloads, repeat, label_width=40)
 
 
 if __name__ == "__main__":

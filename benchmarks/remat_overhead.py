@@ -8,20 +8,9 @@ simulation on an (8, 3) batch. remat and, when installed, JAX side by side in on
 
 import argparse
 import functools
-import statistics
-import time
 
 import numpy as np
-
-
-def _median(fn, repeat, number):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - start) / number)
-    return statistics.median(times)
+from harness import compare
 
 
 def workloads(lib, jnp):
@@ -82,37 +71,7 @@ def workloads(lib, jnp):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
-    import remat
-    import remat.numpy as rnp
-
-    systems = {"remat": (remat, rnp)}
-    try:
-        import jax
-        import jax.numpy as jjnp
-
-        jax.config.update("jax_platforms", "cpu")
-        systems["jax"] = (jax, jjnp)
-    except ImportError:
-        pass
-    results = {}
-    for name, (lib, np_mod) in systems.items():
-        for label, (fn, scale, number) in workloads(lib, np_mod).items():
-            fn()
-            results[(label, name)] = _median(fn, args.repeat, number) * scale
-    labels = list(dict.fromkeys(label for label, _ in results))
-    has_jax = "jax" in systems
-    header = f"{'workload':52s} {'remat':>10s}" + (f" {'jax':>10s} {'remat/jax':>10s}"
-                                                   if has_jax else "")
-    print(header)
-    print("-" * len(header))
-    for label in labels:
-        ours = results[(label, "remat")]
-        line = f"{label:52s} {ours:10.1f}"
-        if has_jax:
-            theirs = results[(label, "jax")]
-            line += f" {theirs:10.1f} {ours / theirs:10.2f}"
-        print(line)
+    compare(workloads, parser.parse_args().repeat)
 
 
 if __name__ == "__main__":

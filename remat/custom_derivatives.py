@@ -59,6 +59,33 @@ def _trace_call(cache, fun, key_extra, flat_args, in_tree, name):
     return traced
 
 
+class _CustomDerivative:
+    """What custom_jvp and custom_vjp share: nondiff arguments, and the traced call."""
+
+    kind, rule_name = "", ""
+
+    def __init__(self, fun, nondiff_argnums=()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self._cache = {}
+
+    def _prepare(self, args, kwargs, rule):
+        """``(nondiff, diff, flat_args, in_tree, traced)`` for a call with ``args``."""
+        if kwargs:
+            raise TypeError(f"{self.kind} function {fun_name(self.fun)} does not accept "
+                            f"keyword arguments; pass them positionally")
+        if rule is None:
+            raise AttributeError(f"No {self.rule_name} defined for {self.kind} function "
+                                 f"{fun_name(self.fun)} using def{self.rule_name.lower()}.")
+        nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
+        flat_args, in_tree = tree_flatten(diff)
+        fun = lambda *d: self.fun(*_merge_nondiff(nondiff, d, self.nondiff_argnums))
+        key = tuple(static_key(n) for n in nondiff)
+        traced = _trace_call(self._cache, fun, key, flat_args, in_tree, fun_name(self.fun))
+        return nondiff, diff, flat_args, in_tree, traced
+
+
 def _call_impl(*args, call_jaxpr, num_consts, **_):
     return exec.plan_for(call_jaxpr.jaxpr).run(args)
 
@@ -115,15 +142,14 @@ ad.primitive_jvps[custom_jvp_call_p] = _custom_jvp_call_jvp
 batching.primitive_batchers[custom_jvp_call_p] = _custom_jvp_call_batch
 
 
-class custom_jvp:
+class custom_jvp(_CustomDerivative):
     """Decorate ``fun`` with a custom JVP rule (``defjvp`` / ``defjvps``)."""
 
+    kind, rule_name = "custom_jvp", "JVP"
+
     def __init__(self, fun, nondiff_argnums=()):
-        functools.update_wrapper(self, fun)
-        self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        super().__init__(fun, nondiff_argnums)
         self.jvp = None
-        self._cache = {}
 
     def defjvp(self, jvp, symbolic_zeros=False):
         """``jvp(primals, tangents) -> (primal_out, tangent_out)`` (nondiff args first)."""
@@ -149,17 +175,7 @@ class custom_jvp:
         self.defjvp(jvp)
 
     def __call__(self, *args, **kwargs):
-        if kwargs:
-            raise TypeError(f"custom_jvp function {fun_name(self.fun)} does not accept keyword "
-                            f"arguments; pass them positionally")
-        if self.jvp is None:
-            raise AttributeError(f"No JVP defined for custom_jvp function "
-                                 f"{fun_name(self.fun)} using defjvp.")
-        nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
-        flat_args, in_tree = tree_flatten(diff)
-        fun = lambda *d: self.fun(*_merge_nondiff(nondiff, d, self.nondiff_argnums))
-        key = tuple(static_key(n) for n in nondiff)
-        traced = _trace_call(self._cache, fun, key, flat_args, in_tree, fun_name(self.fun))
+        nondiff, _, flat_args, in_tree, traced = self._prepare(args, kwargs, self.jvp)
         out_tree = traced.out_tree
 
         def jvp_flat(primals, tangents):
@@ -259,32 +275,21 @@ ad.primitive_jvps[custom_vjp_call_p] = _custom_vjp_call_jvp
 batching.primitive_batchers[custom_vjp_call_p] = _custom_vjp_call_batch
 
 
-class custom_vjp:
+class custom_vjp(_CustomDerivative):
     """Decorate ``fun`` with a custom VJP: ``defvjp(fwd, bwd)`` where
     ``fwd(*args) -> (out, residuals)`` and ``bwd(residuals, ct) -> tuple of input cts``."""
 
+    kind, rule_name = "custom_vjp", "VJP"
+
     def __init__(self, fun, nondiff_argnums=()):
-        functools.update_wrapper(self, fun)
-        self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        super().__init__(fun, nondiff_argnums)
         self.fwd = self.bwd = None
-        self._cache = {}
 
     def defvjp(self, fwd, bwd, symbolic_zeros=False):
         self.fwd, self.bwd = fwd, bwd
 
     def __call__(self, *args, **kwargs):
-        if kwargs:
-            raise TypeError(f"custom_vjp function {fun_name(self.fun)} does not accept keyword "
-                            f"arguments; pass them positionally")
-        if self.fwd is None:
-            raise AttributeError(f"No VJP defined for custom_vjp function "
-                                 f"{fun_name(self.fun)} using defvjp.")
-        nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
-        flat_args, in_tree = tree_flatten(diff)
-        fun = lambda *d: self.fun(*_merge_nondiff(nondiff, d, self.nondiff_argnums))
-        key = tuple(static_key(n) for n in nondiff)
-        traced = _trace_call(self._cache, fun, key, flat_args, in_tree, fun_name(self.fun))
+        nondiff, diff, flat_args, in_tree, traced = self._prepare(args, kwargs, self.fwd)
         out_tree = traced.out_tree
         name = fun_name(self.fun)
         res_tree = {}

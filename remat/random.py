@@ -419,15 +419,19 @@ def _key_words(key):
             lax.reshape(lax.slice(key, (1,), (2,)), ()))
 
 
+def _shape_of(x):
+    return core.get_aval(x).shape if hasattr(x, "aval") else np.shape(x)
+
+
 def _check_impl(impl):
     if impl is not None and impl != "threefry2x32":
         raise ValueError(f"unrecognized PRNG implementation {impl!r}; remat has threefry2x32")
 
 
 def _seed(ctor, seed):
-    if core.is_array_like(seed) and core.get_aval(seed).shape:
+    if _shape_of(seed):
         raise TypeError(f"{ctor} accepts a scalar seed, but was given an array of shape "
-                        f"{core.get_aval(seed).shape} != (). Use jax.vmap for batching")
+                        f"{_shape_of(seed)} != (). Use jax.vmap for batching")
     if type(seed) in (bool, int):
         seed = np.int64(seed)  # JAX's rule: any int64 seed; wraps to int32 without x64
     seed = jnp.asarray(seed)
@@ -521,9 +525,9 @@ def split(key, num=2):
 def fold_in(key, data):
     """A new key from ``key`` and a 32-bit integer ``data``: the hash of ``[0, data]``."""
     key = _check_key("fold_in", key)
-    if core.is_array_like(data) and core.get_aval(data).shape:
+    if _shape_of(data):
         raise TypeError(f"fold_in accepts a scalar, but was given an array of shape "
-                        f"{core.get_aval(data).shape} != (). Use jax.vmap for batching.")
+                        f"{_shape_of(data)} != (). Use jax.vmap for batching.")
     if type(data) is int and not 0 <= data < 1 << 32:
         raise OverflowError(f"Python integer {data} out of bounds for uint32")
     data = lax.convert_element_type(jnp.asarray(data), dtypes.uint32)
@@ -761,7 +765,9 @@ def _gumbel(key, shape, dtype, mode):
                        _const(info.tiny, dtype))
         x = lax.select(lax.ge(high, _const(0.5, dtype)), high, fine)
         return lax.neg(xla_log_p.bind(lax.neg(xla_log1p_p.bind(lax.neg(x)))))
-    u = _uniform(key, shape, dtype, np.finfo(dtype).tiny, 1.0)
+    # JAX draws uniform(minval=tiny, maxval=1) inside a jitted function, where XLA folds
+    # (bits - 1) + tiny into bits + round(tiny - 1) = bits - 1: the draw is max(tiny, f).
+    u = lax.max(_const(np.finfo(dtype).tiny, dtype), _uniform(key, shape, dtype, 0.0, 1.0))
     return lax.neg(xla_log_p.bind(lax.neg(xla_log_p.bind(u))))
 
 

@@ -118,7 +118,7 @@ def _logistic(x):
 E = elementwise
 OPS = {
     "neg": _u(E.neg_p, np.negative, "fciu"),
-    "sign": _u(E.sign_p, np.sign, "fiu", domain="nonzero", grad="zero"),
+    "sign": _u(E.sign_p, np.sign, "fciu", domain="nonzero", grad="zero"),
     "floor": _u(E.floor_p, np.floor, "f", domain="frac", grad="zero"),
     "ceil": _u(E.ceil_p, np.ceil, "f", domain="frac", grad="zero"),
     "round_away": Op(E.round_p, lambda L, x: L.round(x, 0), _round_away, "f", ("frac",),
@@ -147,7 +147,7 @@ OPS = {
     "sqrt": _u(E.sqrt_p, np.sqrt, domain="pos"),
     "rsqrt": _u(E.rsqrt_p, lambda x: 1 / np.sqrt(x), domain="pos"),
     "cbrt": _u(E.cbrt_p, np.cbrt, "f", domain="nonzero"),
-    "abs": _u(E.abs_p, np.abs, "fciu", domain="nonzero", out="real"),
+    "abs": _u(E.abs_p, np.abs, "fci", domain="nonzero", out="real"),
     "erf": _u(E.erf_p, _sp("erf"), "f"),
     "erfc": _u(E.erfc_p, _sp("erfc"), "f"),
     "erf_inv": _u(E.erf_inv_p, _sp("erfinv"), "f", domain="unit"),
@@ -161,7 +161,7 @@ OPS = {
        for y in (0, 1, 2, 3, 5, -1, -2)},
     "add": _b(E.add_p, np.add, "fciu"),
     "sub": _b(E.sub_p, np.subtract, "fciu"),
-    "mul": _b(E.mul_p, np.multiply, "fciub"),
+    "mul": _b(E.mul_p, np.multiply, "fciu"),
     "div": _b(E.div_p, _int_aware_div, "fciu", domains=("real", "nonzero")),
     "rem": _b(E.rem_p, np.fmod, "fiu", domains=("real", "nonzero")),
     "pow": _b(E.pow_p, np.power, "fc", domains=("pos", "real")),
@@ -188,14 +188,16 @@ OPS = {
                  lambda p, a, b: np.where(p, a, b), "fciub", ("bool", "real", "real"),
                  fixed=(0,)),
     "clamp": Op(E.clamp_p, lambda L, lo, x, hi: L.clamp(lo, x, hi),
-                lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi), "fiu",
+                lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi), "fciub",
                 ("real", "real", "real")),
     "convert_f32": Op(E.convert_element_type_p,
                       lambda L, x: L.convert_element_type(x, np.float32),
-                      lambda x: x.astype(np.float32), "fiub", ("real",), out="float32"),
+                      lambda x: np.real(x).astype(np.float32), "fciub", ("real",),
+                      out="float32"),
     "convert_i32": Op(E.convert_element_type_p,
                       lambda L, x: L.convert_element_type(x, np.int32),
-                      lambda x: np.trunc(x).astype(np.int32), "fiub", ("real",), grad="none",
+                      lambda x: np.trunc(np.real(x)).astype(np.int32), "fciub", ("real",),
+                      grad="none",
                       out="int32"),
     "convert_bool": Op(E.convert_element_type_p,
                        lambda L, x: L.convert_element_type(x, np.bool_),
@@ -260,6 +262,7 @@ def test_primitive_names_are_jaxs():
 # --- impl against NumPy ------------------------------------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", NAMES)
 def test_values_against_numpy(name, dtype):
@@ -281,6 +284,11 @@ def test_values_against_numpy(name, dtype):
             np.testing.assert_array_equal(np.asarray(out), expected.astype(out.dtype))
 
 
+# JAX accepts these, remat does not: NumPy has no complex arctan2 (XLA has).
+JAX_ONLY = {("atan2", "complex64")}
+
+
+@pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", NAMES)
 def test_dtype_classes(name, dtype):
@@ -295,7 +303,10 @@ def test_dtype_classes(name, dtype):
             jax_accepts = True
         except TypeError:
             jax_accepts = False
-        assert accepted == jax_accepts, f"JAX {'accepts' if jax_accepts else 'rejects'} it"
+        if (name, dtype) in JAX_ONLY:
+            assert jax_accepts and not accepted
+        else:
+            assert accepted == jax_accepts, f"JAX {'accepts' if jax_accepts else 'rejects'} it"
         if not accepted:
             with pytest.raises(TypeError, match=rf"{op.prim.name}\b.*{np.dtype(dtype).name}"):
                 _run(name)(*args)

@@ -3,6 +3,7 @@ block-stack gradient under each policy against the analytic expectation (unrolle
 
 import importlib.util
 import os
+import sys
 import tracemalloc
 
 import numpy as np
@@ -12,8 +13,10 @@ import remat
 import remat.numpy as jnp
 from remat import memory
 
+_BENCHMARKS = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
+sys.path.insert(0, _BENCHMARKS)  # block_stack imports its sibling harness module
 _spec = importlib.util.spec_from_file_location(
-    "block_stack", os.path.join(os.path.dirname(__file__), "..", "benchmarks", "block_stack.py"))
+    "block_stack", os.path.join(_BENCHMARKS, "block_stack.py"))
 block_stack = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(block_stack)
 

@@ -46,27 +46,15 @@ class Plan:
             return slot[v]
 
         self.in_slots = [slot_of(v) for v in jaxpr.invars]
-        last_use = {}
-        for i, eqn in enumerate(jaxpr.eqns):
-            for v in eqn.invars:
-                if type(v) is not Literal:
-                    last_use[v] = i
-            for v in eqn.outvars:
-                last_use.setdefault(v, i)
-        for v in jaxpr.outvars:
-            last_use.pop(v, None)
-        for v in jaxpr.invars:
-            last_use.pop(v, None)  # inputs belong to the caller
-        frees = [[] for _ in jaxpr.eqns]
-        for v, i in last_use.items():
-            frees[i].append(v)
+        inputs = set(jaxpr.invars)  # they belong to the caller: never freed here
+        frees = [[v for v in vs if v not in inputs] for vs in jaxpr.free_plan()]
+
         def literal(v):
             value = np.asarray(v.val, v.aval.dtype)
             value.flags.writeable = False  # shared by every run: never a donation target
             return ("lit", value)
 
         self.steps = []
-        inputs = set(jaxpr.invars)
         for eqn, fr in zip(jaxpr.eqns, frees):
             ins = [literal(v) if type(v) is Literal else slot_of(v) for v in eqn.invars]
             outs = [slot_of(v) for v in eqn.outvars]
@@ -142,26 +130,17 @@ class Plan:
                 owned.discard(donor)
                 owned.add(step.outs[0])
                 env[step.outs[0]] = buf
-                for s in step.frees:
-                    if s in owned:
-                        memory.untrack(env[s])
-                        owned.discard(s)
-                    env[s] = None
-                if sinks is not None and index in self.sink_after:
-                    self._sink(index, env, owned, sinks, sunk)
-                if memory._recorder is not None:
-                    memory.record_step(step.primitive, step.source_info)
-                continue
-            out = step.primitive.impl(*ins, **step.params)
-            outs = out if step.multiple else (out,)
-            for s, o, dt in zip(step.outs, outs, step.out_dtypes):
-                if type(o) is not np.ndarray:
-                    o = np.asarray(getattr(o, "_buf", o))
-                if o.dtype != dt:
-                    o = o.astype(dt)
-                memory.track(o)
-                owned.add(s)
-                env[s] = o
+            else:
+                out = step.primitive.impl(*ins, **step.params)
+                for s, o, dt in zip(step.outs, out if step.multiple else (out,),
+                                    step.out_dtypes):
+                    if type(o) is not np.ndarray:
+                        o = np.asarray(getattr(o, "_buf", o))
+                    if o.dtype != dt:
+                        o = o.astype(dt)
+                    memory.track(o)
+                    owned.add(s)
+                    env[s] = o
             for s in step.frees:
                 if s in owned:
                     memory.untrack(env[s])

@@ -243,8 +243,18 @@ log_p = _unop("log", np.log, INEXACT, quiet=True)
 log1p_p = _unop("log1p", np.log1p, INEXACT, quiet=True)
 expm1_p = _unop("expm1", np.expm1, INEXACT, quiet=True)
 tanh_p = _unop("tanh", np.tanh, INEXACT)
-logistic_p = _unop("logistic", lambda x: np.tanh(x * x.dtype.type(0.5)) * x.dtype.type(0.5)
-                   + x.dtype.type(0.5), INEXACT)
+
+
+def _logistic_impl(x):
+    """``1 / (1 + exp(-x))``; for negative real x as ``exp(x) / (1 + exp(x))``, so that tiny
+    results keep their relative accuracy (``0.5 + 0.5 * tanh(x / 2)`` rounds them to 0)."""
+    if x.dtype.kind == "c":
+        return 1 / (1 + np.exp(-x))
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+logistic_p = _unop("logistic", _logistic_impl, INEXACT, quiet=True)
 sin_p = _unop("sin", np.sin, INEXACT)
 cos_p = _unop("cos", np.cos, INEXACT)
 tan_p = _unop("tan", np.tan, INEXACT)
