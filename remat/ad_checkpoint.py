@@ -365,8 +365,16 @@ def split_call_eqn(eqn, unknowns, split, primitive, known_params, staged_params)
     res_outer = [outer_of.get(r) or Var(r.aval) for r in split.residuals]
     computed = [i for i, r in enumerate(split.residuals) if r not in outer_of]
     n_known = len(split.known.outvars) - len(split.residuals)
-    known = Jaxpr([], split.known.invars, split.known.outvars[:n_known] +
-                  [split.known.outvars[n_known + i] for i in computed], split.known.eqns)
+    res_out, offloads = [], []
+    for i in computed:  # offloaded residuals leave the known side already in host memory
+        v = split.known.outvars[n_known + i]
+        if split.offloaded[i]:
+            host = Var(v.aval)
+            offloads.append(JaxprEqn([v], [host], offload_p, {}, eqn.source_info))
+            v = host
+        res_out.append(v)
+    known = Jaxpr([], split.known.invars, split.known.outvars[:n_known] + res_out,
+                  split.known.eqns + offloads)
     new_res = [res_outer[i] for i in computed]
     for params in (known_params, staged_params):
         if not isinstance(params.get("prevent_cse", True), bool):
@@ -514,7 +522,7 @@ class _Checkpointed:
     """A checkpointed function: traced once per (static args, input tree and avals)."""
 
     def __init__(self, fun, prevent_cse, policy, static_argnums, static_argnames):
-        functools.update_wrapper(self, fun)
+        functools.update_wrapper(self, fun, updated=())  # not fun's __dict__
         self.fun = fun
         self.prevent_cse = prevent_cse
         self.policy = policy
@@ -634,8 +642,14 @@ def _describe_residuals(jaxpr, names):
             if eqn.primitive is name_p:
                 results.append((v.aval, f"named '{eqn.params['name']}' from {src}"))
             elif eqn.primitive.name == "jit":
-                results.append((v.aval, f"output of jitted function '{eqn.params['name']}' "
-                                        f"from {src}"))
+                inner = eqn.params["jaxpr"].jaxpr
+                inner_v = inner.outvars[eqn.outvars.index(v)]
+                producer = next((e for e in inner.eqns if inner_v in e.outvars), None)
+                if producer is not None and producer.primitive is offload_p:
+                    results.append((v.aval, f"offloaded {_offload_source(inner, producer)}"))
+                else:
+                    results.append((v.aval, f"output of jitted function "
+                                            f"'{eqn.params['name']}' from {src}"))
             elif eqn.primitive is offload_p:
                 results.append((v.aval, f"offloaded {_offload_source(jaxpr, eqn)}"))
             else:

@@ -30,9 +30,23 @@ class Array:
 
     def __del__(self):
         try:
-            memory.untrack(self._buf)
-        except (AttributeError, KeyError, TypeError):  # interpreter shutdown
+            if type(self._buf) is not _DeletedBuffer:
+                memory.untrack(self._buf)
+        except (AttributeError, KeyError, TypeError, NameError):  # interpreter shutdown
             pass
+
+    def delete(self):
+        """Release the buffer now; any later use raises RuntimeError (as for JAX arrays
+        donated to a jitted function)."""
+        if type(self._buf) is not _DeletedBuffer:
+            buf = self._buf
+            self._buf = _DeletedBuffer(self.aval)
+            memory.untrack(buf)
+            return buf
+        return None
+
+    def is_deleted(self):
+        return type(self._buf) is _DeletedBuffer
 
     shape = property(lambda self: self._buf.shape)
     dtype = property(lambda self: self._buf.dtype)
@@ -102,6 +116,22 @@ class Array:
 
     def __reduce__(self):
         return (_rebuild, (np.array(self._buf), self.aval.weak_type))
+
+
+class _DeletedBuffer:
+    """Stands in for the buffer of a deleted (donated) Array: every use is an error."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    def __getattr__(self, name):
+        raise RuntimeError(f"Array has been deleted with shape={self.aval.str_short()}: it "
+                           f"was donated to a jitted function (donate_argnums) or deleted.")
+
+    def __array__(self, *args, **kwargs):
+        self.__getattr__("__array__")
 
 
 def _rebuild(buf, weak_type):

@@ -14,6 +14,7 @@ from remat.api_util import (
     static_argnums_from_names,
     static_key,
 )
+from remat.array import Array
 from remat.config import config
 from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Primitive, Tracer, Var
 from remat.interpreters import ad, batching
@@ -136,8 +137,6 @@ def _jit_pe_custom(eqn, unknowns, policy, unsaveable):
         return recompute_whole_rule(eqn, unknowns, policy, unsaveable)
     split = pe.partial_eval_jaxpr_custom(eqn.params["jaxpr"].jaxpr, unknowns, policy, name_p,
                                          stage_known_outputs=True)
-    if any(split.offloaded):
-        return recompute_whole_rule(eqn, unknowns, policy, unsaveable)
     params = dict(name=eqn.params["name"])
     return split_call_eqn(eqn, unknowns, split, jit_p, params, dict(params))
 
@@ -180,10 +179,11 @@ class JittedFunction:
         self.fun = fun
         self.static_argnums = static_argnums
         self.static_argnames = tuple(static_argnames)
-        self.donate_argnums = donate_argnums
+        self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else \
+            tuple(donate_argnums or ())
         self.cache = {}
         self.trace_count = 0
-        functools.update_wrapper(self, fun)
+        functools.update_wrapper(self, fun, updated=())  # not fun's __dict__
 
     def _static(self, args, kwargs):
         label = f"jit of {fun_name(self.fun)}"
@@ -222,8 +222,44 @@ class JittedFunction:
         if config.disable_jit:
             return self.fun(*args, **kwargs)
         call_jaxpr, consts, out_tree, flat_args = self.trace(*args, **kwargs)
+        donated = self._donated_leaves(args, kwargs)
+        if donated and core.current_trace() is core.eval_trace and not any(
+                isinstance(x, Tracer) for x in list(consts) + list(flat_args)):
+            return tree_unflatten(out_tree, self._run_donating(call_jaxpr, consts, flat_args,
+                                                               donated))
         outs = jit_p.bind(*consts, *flat_args, name=fun_name(self.fun), jaxpr=call_jaxpr)
         return tree_unflatten(out_tree, outs)
+
+    def _donated_leaves(self, args, kwargs):
+        """Flat indices (among the dynamic leaves) of the arguments in ``donate_argnums``."""
+        if not self.donate_argnums:
+            return ()
+        static, _, _ = self._static(args, kwargs)
+        nums = set(normalize_argnums(self.donate_argnums, len(args),
+                                     f"jit of {fun_name(self.fun)}", "donate_argnums"))
+        indices, position = [], 0
+        for i, arg in enumerate(args):
+            if i in static:
+                continue
+            n = len(tree_flatten(arg)[0])
+            if i in nums:
+                indices.extend(range(position, position + n))
+            position += n
+        return tuple(indices)
+
+    def _run_donating(self, call_jaxpr, consts, flat_args, donated):
+        """Run the plan eagerly, handing the donated Arrays' buffers over to it: they are
+        freed at their last use (or reused for outputs) and the Arrays are deleted."""
+        bufs, given = [], []
+        for i, x in enumerate(flat_args):
+            if i in donated and type(x) is Array and not x.is_deleted():
+                bufs.append(x.delete())
+                given.append(len(consts) + i)
+            else:
+                bufs.append(core.to_numpy(x, core.get_aval(x)))
+        const_bufs = [core.to_numpy(c, core.get_aval(c)) for c in consts]
+        outs = exec.plan_for(call_jaxpr.jaxpr).run(const_bufs + bufs, donated=given)
+        return [core.make_array(o, a) for o, a in zip(outs, call_jaxpr.out_avals)]
 
     def lower(self, *args, **kwargs):
         return self.trace(*args, **kwargs)[0]

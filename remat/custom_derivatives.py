@@ -65,7 +65,7 @@ class _CustomDerivative:
     kind, rule_name = "", ""
 
     def __init__(self, fun, nondiff_argnums=()):
-        functools.update_wrapper(self, fun)
+        functools.update_wrapper(self, fun, updated=())  # not fun's __dict__
         self.fun = fun
         self.nondiff_argnums = tuple(nondiff_argnums)
         self._cache = {}

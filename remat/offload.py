@@ -10,11 +10,16 @@ from remat.core import Primitive
 from remat.interpreters import ad, batching
 
 
-def _to_host(x):
-    if x.nbytes == 0:
-        return np.array(x)
+def host_empty(shape, dtype):
+    """An uninitialized array in host memory (a memory-mapped, already unlinked file)."""
+    if int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize == 0:
+        return np.empty(shape, dtype)
     with tempfile.TemporaryFile() as f:  # unlinked at once; the mapping keeps the data
-        host = np.memmap(f, dtype=x.dtype, mode="w+", shape=x.shape)
+        return np.memmap(f, dtype=dtype, mode="w+", shape=tuple(shape))
+
+
+def _to_host(x):
+    host = host_empty(x.shape, x.dtype)
     host[...] = x
     return host
 

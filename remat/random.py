@@ -169,25 +169,41 @@ def _add_round_to_odd(x, y):
     return np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
 
 
-def _fma_impl(a, b, c):
+def _fma_narrow(a, b, c):
+    """float16/float32: the product is exact in float64, so ``s = fl64(a * b + c)`` has one
+    rounding; rounding ``s`` again to the narrow type is then correct unless ``s`` fell exactly
+    on a narrow midpoint (or the result is subnormal): redo those rounding the sum to odd in
+    53 bits first, which makes the second rounding exact (53 >= 2 * 24 + 2)."""
+    p = a.astype(np.float64) * b.astype(np.float64)
+    c = c.astype(np.float64)
+    s = p + c
+    out = s.astype(a.dtype)
+    info = np.finfo(a.dtype)
+    drop = 52 - info.nmant  # float64 mantissa bits below the narrow type's
+    low = s.view(np.uint64) & np.uint64((1 << drop) - 1)
+    suspect = np.nonzero((low == np.uint64(1 << (drop - 1))) | (np.abs(s) < info.tiny))
+    if suspect[0].size:
+        out[suspect] = _add_round_to_odd(p[suspect], c[suspect]).astype(a.dtype)
+    return out
+
+
+def _fma_wide(a, b, c):
+    """float64: Boldo & Melquiond's emulated FMA (exact product and sum, the low parts added
+    rounding to odd, one final rounding); a * b + c where a partial result overflows."""
+    uh, ul = _two_prod(a, b)
+    th, tl = _two_sum(c, uh)
+    z = th + _add_round_to_odd(tl, ul)
+    ok = np.isfinite(z) & np.isfinite(ul) & np.isfinite(tl)
+    return z if ok.all() else np.where(ok, z, a * b + c)
+
+
+def _fma_np(a, b, c):
+    """The correctly rounded ``a * b + c`` of float arrays (NumPy has no FMA)."""
     a, b, c = np.broadcast_arrays(a, b, c)
     shape = a.shape
     a, b, c = (np.atleast_1d(v) for v in (a, b, c))  # 0-d arithmetic would give scalars
     with np.errstate(all="ignore"):
-        if a.dtype.itemsize < 8:
-            # The product of two float32s (or float16s) is exact in float64, and the sum
-            # rounded to odd in 53 bits, then rounded to 24 (or 11), is correctly rounded.
-            out = _add_round_to_odd(a.astype(np.float64) * b.astype(np.float64),
-                                    c.astype(np.float64)).astype(a.dtype)
-        else:
-            # Boldo & Melquiond's emulated FMA: exact product and sum, the low parts added
-            # rounding to odd, one final rounding. Falls back to a * b + c where a partial
-            # result overflows (operands beyond ~1e300).
-            uh, ul = _two_prod(a, b)
-            th, tl = _two_sum(c, uh)
-            z = th + _add_round_to_odd(tl, ul)
-            ok = np.isfinite(z) & np.isfinite(ul) & np.isfinite(tl)
-            out = np.where(ok, z, a * b + c)
+        out = _fma_narrow(a, b, c) if a.dtype.itemsize < 8 else _fma_wide(a, b, c)
     return out.reshape(shape)
 
 
@@ -203,7 +219,7 @@ def _check_float(name, *avals):
                        all(a.weak_type for a in avals))
 
 
-fma_p = standard_primitive("fma", _fma_impl, lambda a, b, c: _check_float("fma", a, b, c))
+fma_p = standard_primitive("fma", _fma_np, lambda a, b, c: _check_float("fma", a, b, c))
 _elementwise_batch(fma_p)
 
 
@@ -249,9 +265,9 @@ def _f64(bits):
 
 
 def _horner(coeffs, z):
-    p = _fma_impl(coeffs[0], z, coeffs[1])
+    p = _fma_np(coeffs[0], z, coeffs[1])
     for c in coeffs[2:]:
-        p = _fma_impl(z, p, c)
+        p = _fma_np(z, p, c)
     return p
 
 
@@ -275,12 +291,12 @@ def _log_f32(a):
     x2 = x * x
     x3 = x2 * x
     c = _LOG_P
-    y = _fma_impl(_fma_impl(x, c[0], c[1]), x, c[2])
-    y1 = _fma_impl(_fma_impl(x, c[3], c[4]), x, c[5])
-    y2 = _fma_impl(_fma_impl(x, c[6], c[7]), x, c[8])
-    y = _fma_impl(_fma_impl(y, x3, y1), x3, y2)
-    y = _fma_impl(y, x3, e * _LOG2_LO)
-    r = _fma_impl(e, _LOG2_HI, _fma_impl(-x2, np.float32(0.5), x) + y)
+    y = _fma_np(_fma_np(x, c[0], c[1]), x, c[2])
+    y1 = _fma_np(_fma_np(x, c[3], c[4]), x, c[5])
+    y2 = _fma_np(_fma_np(x, c[6], c[7]), x, c[8])
+    y = _fma_np(_fma_np(y, x3, y1), x3, y2)
+    y = _fma_np(y, x3, e * _LOG2_LO)
+    r = _fma_np(e, _LOG2_HI, _fma_np(-x2, np.float32(0.5), x) + y)
     r = np.where((a < 0) | np.isnan(a), np.float32(np.nan), r)
     r = np.where(a == 0, np.float32(-np.inf), r)
     return np.where(a == np.inf, np.float32(np.inf), r)
@@ -288,6 +304,16 @@ def _log_f32(a):
 
 def _log(a):
     return _log_f32(a) if a.dtype == np.float32 else np.log(a)
+
+
+def _piecewise(z, branches):
+    """``fn(z)`` where ``mask``, for ``(mask, fn)`` pairs covering ``z``: each polynomial is
+    evaluated only on its own elements."""
+    out = np.empty_like(z)
+    for mask, fn in branches:
+        if mask.any():
+            out[mask] = fn(z[mask])
+    return out
 
 
 # log1p: a rational approximation for |t| < sqrt(2) - 1 (where log(1 + t) loses digits),
@@ -310,16 +336,19 @@ _LOG1P = {
 
 def _log1p(t):
     num, den, threshold = _LOG1P[t.dtype]
-    one = t.dtype.type(1)
-    p = np.ones_like(t)
-    for c in num:
-        p = _fma_impl(p, t, c)
-    q = np.full_like(t, den[0])
-    for c in den[1:]:
-        q = _fma_impl(q, t, c)
-    t2 = t * t
-    small = t + _fma_impl(t2, t.dtype.type(-0.5), (t * t2) * (q / p))
-    return np.where(np.abs(t) < threshold, small, _log(t + one))
+
+    def rational(ts):
+        p = np.ones_like(ts)
+        for c in num:
+            p = _fma_np(p, ts, c)
+        q = np.full_like(ts, den[0])
+        for c in den[1:]:
+            q = _fma_np(q, ts, c)
+        t2 = ts * ts
+        return ts + _fma_np(t2, t.dtype.type(-0.5), (ts * t2) * (q / p))
+
+    small = np.abs(t) < threshold
+    return _piecewise(t, [(small, rational), (~small, lambda v: _log(v + t.dtype.type(1)))])
 
 
 # erf_inv: M. Giles, "Approximating the erfinv function" (GPU Computing Gems, 2010), with
@@ -354,12 +383,14 @@ def _erf_inv(x):
     if x.dtype == np.float32:
         lt5 = w < np.float32(5)
         z = np.where(lt5, w - np.float32(2.5), np.sqrt(w) - np.float32(3))
-        p = np.where(lt5, _horner(_ERF_INV32[0], z), _horner(_ERF_INV32[1], z))
+        p = _piecewise(z, [(lt5, lambda v: _horner(_ERF_INV32[0], v)),
+                           (~lt5, lambda v: _horner(_ERF_INV32[1], v))])
     else:
         lt6, lt16 = w < 6.25, w < 16.0
         z = np.where(lt6, w - 3.125, np.sqrt(w) - np.where(lt16, 3.25, 5.0))
-        p = np.where(lt6, _horner(_ERF_INV64[0], z),
-                     np.where(lt16, _horner(_ERF_INV64[1], z), _horner(_ERF_INV64[2], z)))
+        p = _piecewise(z, [(lt6, lambda v: _horner(_ERF_INV64[0], v)),
+                           (~lt6 & lt16, lambda v: _horner(_ERF_INV64[1], v)),
+                           (~lt16, lambda v: _horner(_ERF_INV64[2], v))])
     return x * np.where(np.abs(x) == 1, x.dtype.type(np.inf), p)
 
 
@@ -528,8 +559,10 @@ def fold_in(key, data):
     if _shape_of(data):
         raise TypeError(f"fold_in accepts a scalar, but was given an array of shape "
                         f"{_shape_of(data)} != (). Use jax.vmap for batching.")
-    if type(data) is int and not 0 <= data < 1 << 32:
-        raise OverflowError(f"Python integer {data} out of bounds for uint32")
+    if type(data) is int:
+        if not 0 <= data < 1 << 32:
+            raise OverflowError(f"Python integer {data} out of bounds for uint32")
+        data = np.uint32(data)
     data = lax.convert_element_type(jnp.asarray(data), dtypes.uint32)
     counts = lax.concatenate([lax.full((1,), 0, dtypes.uint32), lax.reshape(data, (1,))], 0)
     return threefry_2x32(key, counts)
@@ -790,7 +823,7 @@ def gumbel(key, shape=(), dtype=None, mode=None):
 def _top_k_indices(x, k):
     """Indices of the ``k`` largest entries along the last axis (ties: lower index first)."""
     shape = core.get_aval(x).shape
-    iota = lax.broadcasted_iota(dtypes.default_int_dtype(), shape, len(shape) - 1)
+    iota = lax.broadcasted_iota(dtypes.int32, shape, len(shape) - 1)
     _, idx = lax.sort_key_val(lax.neg(x), iota, dimension=len(shape) - 1)
     return lax.slice_in_dim(idx, 0, k, axis=len(shape) - 1)
 
@@ -913,7 +946,8 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
         else:
             g = jnp.add(_gumbel(key, (n_inputs,), p_dtype, _gumbel_mode(mode)),
                         xla_log_p.bind(p))
-            ind = _top_k_indices(g, n_draws)
+            ind = lax.convert_element_type(_top_k_indices(g, n_draws),
+                                           dtypes.default_int_dtype())
         result = ind if aval.ndim == 0 else jnp.take(arr, ind, axis)
     out_shape = shape if aval.ndim == 0 else \
         aval.shape[:axis] + tuple(shape) + aval.shape[axis + 1:]

@@ -243,7 +243,6 @@ def test_scan_with_checkpointed_body_saves_only_stacked_carries_and_inputs():
     plain = saved_residuals(_scan_net(_layer), Ws, x)
     remat_ = saved_residuals(_scan_net(remat.checkpoint(_layer, policy=cp.nothing_saveable)),
                              Ws, x)
-    # (unnamed dot: naming it hides it from dots_saveable, see the xfail test below)
     dots = saved_residuals(_scan_net(remat.checkpoint(_layer_unnamed, policy=cp.dots_saveable)),
                            Ws, x)
     # nothing_saveable: per step only the carry in (the activations x_i) and the weights W_i,
@@ -261,10 +260,6 @@ def test_scan_with_checkpointed_body_saves_only_stacked_carries_and_inputs():
     assert held < sum(np.asarray(c).nbytes for c in pullback_plain.linear.consts)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "scan's partial eval does not forward xs that the backward pass needs: the stacked "
-    "weights come back as a new 'output of scan' residual, a full copy of Ws held in working "
-    "memory by the pullback (JAX saves it as 'from the argument Ws', no copy)"))
 def test_scan_with_checkpointed_body_does_not_copy_the_stacked_weights():
     rng = np.random.default_rng(17)
     Ws, x = _rand(rng, L, 32, 32), _rand(rng, 32, B)
@@ -461,10 +456,6 @@ def test_custom_rules_inside_checkpoint(policy):
                              policy=policy)), ref_fwd, rtol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "JittedFunction.__init__ (remat/call.py) calls functools.update_wrapper(self, fun) AFTER "
-    "setting self.fun: update_wrapper copies fun.__dict__ (a custom_jvp's 'fun', 'jvp', ...) "
-    "over the jit's attributes, so jit traces the raw primal function and the rule is lost"))
 def test_jit_of_custom_jvp_object_inside_checkpoint_keeps_rule():
     x = jnp.asarray(np.linspace(-1, 1, 4).astype(np.float32))
     f = remat.checkpoint(lambda x: jnp.sum(remat.jit(_csin)(x)))
@@ -575,11 +566,6 @@ def test_nested_outer_nothing_saveable_overrides_inner_everything_saveable():
         ["from the argument x", "named 'y'"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "JittedFunction.__init__ (remat/call.py) runs functools.update_wrapper(self, fun) after "
-    "setting its attributes; for fun = a checkpointed function this copies its __dict__ "
-    "('fun', 'cache', 'static_argnums', ...) over the jit's, so jit(checkpoint(f)) traces the "
-    "raw f: the checkpoint disappears and everything is saved"))
 def test_jit_of_checkpointed_function_keeps_the_checkpoint():
     x = jnp.asarray(np.linspace(-1, 1, 8).astype(np.float32))
 
@@ -753,10 +739,6 @@ def test_dots_saveable_can_save_more_bytes_than_everything_saveable():
     assert _total_bytes(dots) > _total_bytes(ev)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "partial_eval._unsaveable_by_name marks the input of EVERY name the policy answers False "
-    "for as unsaveable; dots_saveable answers False for every name, so naming a dot's output "
-    "stops dots_saveable from saving it (JAX saves it; checkpoint_name should be a tag only)"))
 def test_naming_a_dot_does_not_change_what_dots_saveable_saves():
     rng = np.random.default_rng(16)
     W, x = _rand(rng, 4, 4), _rand(rng, 4)
@@ -837,10 +819,6 @@ def test_offloaded_residuals_survive_two_pullback_calls_and_linearize():
     assert memory.host_bytes() == base
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a scan body's offloaded residuals are stacked by the scan into ordinary working-memory "
-    "arrays: nothing reaches host memory (host_bytes stays 0) though saved_residuals of the "
-    "body reports them offloaded"))
 def test_offloading_inside_a_scan_body():
     Ws, x = _scan_args()
     body = remat.checkpoint(_layer, policy=cp.offload_dot_with_no_batch_dims())
@@ -851,10 +829,6 @@ def test_offloading_inside_a_scan_body():
     assert host == L * N * B * 4
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "call._jit_pe_custom falls back to recompute_whole_rule when the split of a jit inside a "
-    "checkpoint offloads anything: the policy is then ignored for the whole jit, so neither "
-    "the offloaded nor the saveable names are kept"))
 def test_offloading_through_a_jit_inside_the_checkpoint():
     args = _three_args(n=16, b=2)
     pol = OFFLOAD_POLICIES["names"]

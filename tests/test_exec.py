@@ -2,6 +2,7 @@
 that never corrupts values, and freeing at last use."""
 
 import numpy as np
+import pytest
 
 import remat
 import remat.numpy as jnp
@@ -87,3 +88,28 @@ def test_overridden_impls_see_every_call_under_jit():
     finally:
         lax.add_p.def_impl(impl)
     assert len(calls) == 2
+
+
+def test_donated_arguments_are_reused_and_deleted():
+    n = 1 << 18
+    step = remat.jit(lambda x, y: x * 2.0 + y, donate_argnums=0)
+    x, y = jnp.arange(float(n)), jnp.arange(float(n))
+    base = memory.live_bytes()
+    z = step(x, y)
+    assert x.is_deleted() and not y.is_deleted()
+    assert memory.live_bytes() == base  # the result lives in x's old buffer
+    np.testing.assert_allclose(z[:3], [0.0, 3.0, 6.0])
+    with pytest.raises(RuntimeError, match="Array has been deleted"):
+        x + 1.0
+    # without donation the result needs a buffer of its own
+    z2 = remat.jit(lambda x, y: x * 2.0 + y)(y, y)
+    assert memory.live_bytes() == base + 4 * n
+    del z, z2
+
+
+def test_donation_under_transformations_is_ignored():
+    step = remat.jit(lambda x: jnp.sum(x * x), donate_argnums=0)
+    x = jnp.arange(4.0)
+    g = remat.grad(step)(x)
+    assert not x.is_deleted()
+    np.testing.assert_allclose(g, 2 * np.arange(4.0))

@@ -46,8 +46,8 @@ class Plan:
             return slot[v]
 
         self.in_slots = [slot_of(v) for v in jaxpr.invars]
-        inputs = set(jaxpr.invars)  # they belong to the caller: never freed here
-        frees = [[v for v in vs if v not in inputs] for vs in jaxpr.free_plan()]
+        inputs = set(jaxpr.invars)  # the caller's, unless donated (then owned by the run)
+        frees = jaxpr.free_plan()
 
         def literal(v):
             value = np.asarray(v.val, v.aval.dtype)
@@ -64,7 +64,7 @@ class Plan:
                 out_aval = eqn.outvars[0].aval
                 dying = set(fr)
                 for v in eqn.invars:
-                    if (type(v) is not Literal and v in dying and v not in inputs
+                    if (type(v) is not Literal and v in dying
                             and v.aval.shape == out_aval.shape
                             and v.aval.dtype == out_aval.dtype):
                         step.donor = slot_of(v)
@@ -110,15 +110,21 @@ class Plan:
         return (buf.base is None and buf.flags.writeable and memory.holders(buf) == 1
                 and step.primitive.impl is step.ufunc[0])
 
-    def run(self, args, sinks=None):
+    def run(self, args, sinks=None, donated=()):
         """Execute on NumPy buffers; returns the output buffers (tracked by the caller's
         wrappers only after return: intermediates are tracked here while alive). ``sinks``
         optionally gives, per output, an array view to write it into as early as possible
-        (the returned value is then that view)."""
+        (the returned value is then that view). The ``donated`` inputs (indices) are handed
+        over: freed at their last use, and reusable for outputs."""
         env = [None] * self.num_slots
         for s, a in zip(self.in_slots, args):
             env[s] = a
         owned = set()
+        for i in donated:
+            slot = self.in_slots[i]
+            if slot not in owned:
+                memory.track(args[i])
+                owned.add(slot)
         sunk = {}
         for index, step in enumerate(self.steps):
             ins = [env[i] if type(i) is int else i[1] for i in step.ins]

@@ -269,18 +269,23 @@ def _policy_decision(policy, eqn, unsaveable):
     return policy(eqn.primitive, *[v.aval for v in eqn.invars], **eqn.params)
 
 
+_UNLISTED_NAME = "\x00remat: a name no policy lists"
+
+
 def _unsaveable_by_name(jaxpr, policy, name_p):
-    """Values tagged by a ``name`` the policy refuses may not be saved under any alias:
-    the name's input (and the chain of names above it) is unsaveable too."""
+    """Values whose name the policy singles out as not saveable may not be saved under any
+    alias: the name's input (and the chain of names above it) is unsaveable too. A name is
+    singled out when the policy refuses it but would save an unlisted name — so
+    ``save_anything_except_these_names('b')`` excludes 'b', while ``dots_saveable`` (which
+    refuses every name) leaves a named dot saveable."""
     refused = set()
-    producers = {}
-    for eqn in jaxpr.eqns:
-        for v in eqn.outvars:
-            producers[v] = eqn
     for eqn in reversed(jaxpr.eqns):
-        if eqn.primitive is name_p and (
-                eqn.outvars[0] in refused or
-                not policy(name_p, *[v.aval for v in eqn.invars], **eqn.params)):
+        if eqn.primitive is not name_p:
+            continue
+        avals = [v.aval for v in eqn.invars]
+        singled_out = (not policy(name_p, *avals, **eqn.params)
+                       and policy(name_p, *avals, **dict(eqn.params, name=_UNLISTED_NAME)))
+        if eqn.outvars[0] in refused or singled_out:
             refused.add(eqn.outvars[0])
             src = eqn.invars[0]
             if type(src) is Var:

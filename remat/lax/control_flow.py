@@ -12,6 +12,7 @@ import numpy as np
 from remat import core, dtypes, exec, lax, memory
 from remat.api_util import arg_names, flatten_fun_nokwargs, fun_name
 from remat.call import recompute_whole_rule
+from remat.offload import host_empty, offload_p
 from remat.core import ClosedJaxpr, Jaxpr, Literal, Primitive, Var
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
@@ -345,7 +346,8 @@ def _scan_impl(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
     carry = list(args[num_consts:num_consts + num_carry])
     xs = args[num_consts + num_carry:]
     y_avals = jaxpr.out_avals[num_carry:]
-    ys = [np.empty((length,) + a.shape, a.dtype) for a in y_avals]
+    ys = [(host_empty if off else np.empty)((length,) + a.shape, a.dtype)
+          for a, off in zip(y_avals, _offloaded_outputs(jaxpr)[num_carry:])]
     for y in ys:
         memory.track(y)
     owned_carry = False
@@ -369,6 +371,13 @@ def _scan_impl(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
     for y in ys:
         memory.untrack(y)
     return carry + ys
+
+
+@core.memoize_on_jaxpr
+def _offloaded_outputs(closed):
+    """Which outputs of a body are offloaded residuals: their stacks live in host memory."""
+    producers = {v: e.primitive for e in closed.jaxpr.eqns for v in e.outvars}
+    return [producers.get(v) is offload_p for v in closed.jaxpr.outvars]
 
 
 def _scan_abstract_eval(*avals, jaxpr, num_consts, num_carry, length, reverse, unroll):
@@ -474,15 +483,23 @@ def _scan_partial_eval(trace, args, params):
                     [v for v, inv in zip(res_vars, invariant) if inv], kj.eqns)
     # DCE drops dead constvars: keep the consts aligned with the ones that remain
     hoisted, _ = pe.dce_closed_jaxpr(ClosedJaxpr(hoisted, known.consts))
+    # residuals that are just a step's slice of a known xs are read from that xs itself,
+    # not stacked again (no copy of e.g. the stacked layer weights)
+    xs_position = {v: j for j, v in enumerate(kj.invars[n_kc + n_kcarry:])}
+    from_xs = [None if inv or type(v) is Literal else xs_position.get(v)
+               for v, inv in zip(res_vars, invariant)]
     body_known, _ = pe.dce_closed_jaxpr(
-        known, [True] * n_known_out + [not inv for inv in invariant])
+        known, [True] * n_known_out + [not inv and f is None
+                                       for inv, f in zip(invariant, from_xs)])
     with core.set_current_trace(trace.parent):
         inv_res = _run(hoisted, *known_consts) if any(invariant) else []
         known_outs = scan_p.bind(*known_consts, *known_carry, *known_xs, jaxpr=body_known,
                                  num_consts=n_kc, num_carry=n_kcarry,
                                  length=params["length"], reverse=params["reverse"],
                                  unroll=params["unroll"])
-    var_res = known_outs[n_known_out:]
+    stacked = iter(known_outs[n_known_out:])
+    var_res = [known_xs[f] if f is not None else next(stacked)
+               for f, inv in zip(from_xs, invariant) if not inv]
     # unknown body inputs: [res..., unknown consts, unknown carry, unknown xs]
     res_idx = list(range(num_res))
     inv_idx = [i for i, inv in zip(res_idx, invariant) if inv]

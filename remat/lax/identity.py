@@ -51,13 +51,16 @@ optimization_barrier_p = standard_primitive(
 
 
 def _barrier_jvp(primals, tangents):
-    n = len(primals)
+    """One barrier for the primals and another for the nonzero tangents (as JAX): a barrier
+    mixing them would make the primal outputs depend on tangents, so nothing could be
+    linearized (vjp, grad) through it."""
     nonzero = [i for i, t in enumerate(tangents) if type(t) is not ad.Zero]
-    outs = optimization_barrier_p.bind(*primals, *[tangents[i] for i in nonzero])
+    outs = optimization_barrier_p.bind(*primals)
+    touts = optimization_barrier_p.bind(*[tangents[i] for i in nonzero]) if nonzero else []
     tangents_out = [ad.Zero(t.aval) if type(t) is ad.Zero else None for t in tangents]
     for k, i in enumerate(nonzero):
-        tangents_out[i] = outs[n + k]
-    return outs[:n], tangents_out
+        tangents_out[i] = touts[k]
+    return outs, tangents_out
 
 
 def _barrier_transpose(cts, *args):

@@ -336,7 +336,7 @@ def _pad_abstract_eval(x, padding_value, padding_config):
             raise ValueError(f"pad produces a negative dimension from shape {x.shape} and "
                              f"padding_config {padding_config}")
         shape.append(size)
-    return ShapedArray(shape, x.dtype, x.weak_type)
+    return ShapedArray(shape, x.dtype, x.weak_type and padding_value.weak_type)  # as JAX
 
 
 def _pad_impl(x, padding_value, padding_config):
@@ -410,8 +410,9 @@ def pad(operand, padding_value, padding_config):
     """Pad with ``padding_value``: ``padding_config`` is ``[(low, high, interior)]`` per dim;
     negative low/high crop."""
     config = tuple((int(lo), int(hi), int(i)) for lo, hi, i in padding_config)
-    if dtypes.is_python_scalar(padding_value):
-        padding_value = lax.full((), padding_value, core.get_aval(operand).dtype)
+    if dtypes.is_python_scalar(padding_value):  # weak, as any Python scalar operand
+        padding_value = lax.convert_element_type(padding_value, core.get_aval(operand).dtype,
+                                                 weak_type=True)
     return pad_p.bind(operand, padding_value, padding_config=config)
 
 
@@ -508,7 +509,8 @@ iota_p = standard_primitive("iota", _iota_impl, _iota_abstract_eval)
 
 def iota(dtype, size):
     """``[0, 1, ..., size-1]``."""
-    return iota_p.bind(dtype=dtypes.canonicalize_dtype(dtype), shape=(int(size),), dimension=0)
+    return iota_p.bind(dtype=dtypes.canonicalize_dtype(dtype), shape=canonical_shape((size,)),
+                       dimension=0)
 
 
 def broadcasted_iota(dtype, shape, dimension):

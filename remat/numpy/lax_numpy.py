@@ -626,6 +626,8 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     d = _canon(dtype) if dtype is not None else \
         result_type(start, stop, dtypes.default_float_dtype())
     cd = _to_inexact_dtype(d)
+    if cd == dtypes.float16:  # float16 steps accumulate visible error: compute in float32
+        cd = dtypes.float32
     start, stop = _arr(start), _arr(stop)
     start, stop = _convert(start, cd), _convert(stop, cd)
     bshape = broadcast_shapes(_shape(start), _shape(stop))
@@ -636,7 +638,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     start_b = lax.broadcast_in_dim(_broadcast_to_shape(start, bshape), out_shape, bdims)
     stop_b = lax.broadcast_in_dim(_broadcast_to_shape(stop, bshape), out_shape, bdims)
     div = (num - 1) if endpoint else num
-    delta = lax.sub(stop, start)
+    delta = lax.sub(_broadcast_to_shape(stop, bshape), _broadcast_to_shape(start, bshape))
     if num == 0:
         out = lax.full(out_shape, 0, cd)
     elif div > 0:
@@ -837,13 +839,13 @@ def log10(x, /):
 def deg2rad(x, /):
     """Degrees to radians."""
     x = _inexact_arg("deg2rad", x)
-    return lax.mul(x, _scalar_like(x, np.pi / 180))
+    return lax.mul(x, _lax_const(x, np.pi / 180))
 
 
 def rad2deg(x, /):
     """Radians to degrees."""
     x = _inexact_arg("rad2deg", x)
-    return lax.mul(x, _scalar_like(x, 180 / np.pi))
+    return lax.mul(x, _lax_const(x, 180 / np.pi))
 
 
 radians, degrees = deg2rad, rad2deg
@@ -1248,8 +1250,14 @@ def logaddexp(x1, x2, /):
 def logaddexp2(x1, x2, /):
     """``log2(2**x1 + 2**x2)`` without overflow."""
     x1, x2 = _promote_args_inexact("logaddexp2", x1, x2)
-    ln2 = _lax_const(x1, np.log(2))
-    return lax.div(logaddexp(lax.mul(x1, ln2), lax.mul(x2, ln2)), ln2)
+    x1, x2 = _bcast_pair(x1, x2)
+    amax = lax.max(x1, x2)
+    delta = lax.sub(x1, x2)
+    nan_delta = lax.ne(delta, delta)
+    safe_delta = lax.select(nan_delta, lax.full_like(delta, 0), delta)
+    tail = lax.log1p(lax.exp2(lax.neg(lax.abs(safe_delta))))
+    out = lax.add(amax, lax.mul(_lax_const(amax, 1 / np.log(2)), tail))
+    return lax.select(nan_delta, lax.add(x1, x2), out)
 
 
 def copysign(x1, x2, /):
@@ -1262,7 +1270,6 @@ def copysign(x1, x2, /):
 def heaviside(x1, x2, /):
     """0 where ``x1 < 0``, ``x2`` where ``x1 == 0``, 1 where ``x1 > 0``."""
     x1, x2 = _promote_args_inexact("heaviside", x1, x2)
-    x1, x2 = _bcast_pair(x1, x2)
     zero = _lax_const(x1, 0)
     return where(lax.lt(x1, zero), zero, where(lax.gt(x1, zero), _lax_const(x1, 1), x2))
 
@@ -1317,18 +1324,16 @@ def invert(x, /):
 bitwise_not = bitwise_invert = invert
 
 
-def _as_bool(x):
+def _to_bool(x):
     if _dtype(x) == dtypes.bool_:
         return x
-    return _weakly_bool(lax.ne(x, _scalar_like(x, 0)), x)
+    return lax.ne(x, _lax_const(x, 0))
 
 
 def _logical(name, lax_fn):
     def fn(x1, x2, /):
-        _check_arraylike(name, x1, x2)
-        x1, x2 = _as_bool(_one_arg(name, x1)), _as_bool(_one_arg(name, x2))
         x1, x2 = _promote_args(name, x1, x2)
-        return lax_fn(x1, x2)
+        return lax_fn(_to_bool(x1), _to_bool(x2))
 
     fn.__name__ = name
     fn.__qualname__ = name
@@ -1343,7 +1348,7 @@ logical_xor = _logical("logical_xor", lax.bitwise_xor)
 
 def logical_not(x, /):
     """Elementwise NOT of the truth value of ``x``."""
-    return lax.bitwise_not(_as_bool(_one_arg("logical_not", x)))
+    return lax.bitwise_not(_to_bool(_one_arg("logical_not", x)))
 
 
 def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
@@ -1355,7 +1360,7 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
         raise ValueError("Either both or neither of the x and y arguments should be provided "
                          f"to jax.numpy.where, got {x} and {y}.")
     _check_arraylike("where", condition, x, y)
-    condition = _as_bool(_one_arg("where", condition))
+    condition = _to_bool(_one_arg("where", condition))
     x, y = _promote_dtypes(x, y)
     s = broadcast_shapes(_shape(condition), _shape(x), _shape(y))
     x, y = _broadcast_to_shape(x, s), _broadcast_to_shape(y, s)
@@ -1460,9 +1465,9 @@ def imag(val, /):
 def sinc(x, /):
     """``sin(pi x) / (pi x)``, 1 at 0."""
     x = _inexact_arg("sinc", x)
-    zero = lax.eq(x, _scalar_like(x, 0))
+    zero = lax.eq(x, _lax_const(x, 0))
     safe = lax.select(zero, lax.full_like(x, 1), x)
-    pix = lax.mul(safe, _scalar_like(x, np.pi))
+    pix = lax.mul(safe, _lax_const(x, np.pi))
     return lax.select(zero, lax.full_like(x, 1), lax.div(lax.sin(pix), pix))
 
 
@@ -2171,7 +2176,7 @@ def nonzero(a, *, size=None, fill_value=None):
 def _nonzero_traced(a, size, fill_value, idx_dtype):
     """Traceable nonzero: slot j holds the flat index i whose running count of nonzeros
     (exclusive) is j."""
-    flat = ravel(_as_bool(a))
+    flat = ravel(_to_bool(a))
     n = _shape(flat)[0]
     mask = _convert(flat, idx_dtype)
     before = lax.sub(lax.cumsum(mask, 0), mask)
@@ -2405,7 +2410,7 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
     pairs."""
     _check_arraylike("tensordot", a, b)
     a, b = _arr(a), _arr(b)
-    if np.ndim(axes) == 0 and not isinstance(axes, (list, tuple)):
+    if not isinstance(axes, (list, tuple)):
         n = _static_int(axes, "axes")
         if n < 0 or n > _min(a.ndim, b.ndim):
             raise TypeError(f"Number of tensordot axes (axes {n}) exceeds input ranks "

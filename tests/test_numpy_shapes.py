@@ -1,0 +1,376 @@
+"""remat.numpy shape manipulation, joining/splitting, padding, sorting and take, against
+NumPy."""
+
+import numpy as np
+import pytest
+
+import remat
+import remat.numpy as jnp
+from remat.errors import ConcretizationTypeError
+
+RNG = np.random.default_rng(2)
+X = RNG.normal(size=(3, 4, 5)).astype(np.float32)
+M = RNG.normal(size=(4, 6)).astype(np.float32)
+V = np.arange(6, dtype=np.float32)
+I = RNG.integers(-5, 6, size=(3, 4)).astype(np.int32)
+
+
+def _same(out, expected):
+    expected = np.asarray(expected)
+    assert out.shape == expected.shape, (out.shape, expected.shape)
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(12, 5), (-1,), (3, -1, 2), (60,), (2, 2, 15), (5, -1),
+                                   [1, 60, 1]])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_reshape(shape, order):
+    _same(jnp.reshape(X, shape, order=order), np.reshape(X, shape, order=order))
+    _same(X_arr().reshape(shape, order=order), np.reshape(X, shape, order=order))
+
+
+def X_arr():
+    return jnp.asarray(X)
+
+
+def test_reshape_errors_and_keywords():
+    _same(jnp.reshape(X, newshape=(60,)), X.reshape(60))
+    _same(jnp.ravel(X, order="F"), X.ravel(order="F"))
+    with pytest.raises(TypeError, match=r"cannot reshape array of shape \(3, 4, 5\) \(size "
+                                        r"60\) into shape \(7, 9\) \(size 63\)"):
+        jnp.reshape(X, (7, 9))
+    with pytest.raises(TypeError, match="does not evenly divide"):
+        jnp.reshape(X, (7, -1))
+    with pytest.raises(ValueError, match="only specify one unknown dimension"):
+        jnp.reshape(X, (-1, -1))
+    assert jnp.reshape(jnp.asarray(X), X.shape) is not None
+
+
+def test_squeeze_expand_dims():
+    z = np.zeros((1, 3, 1), np.float32)
+    for axis in (None, 0, -1, (0, 2)):
+        _same(jnp.squeeze(z, axis), np.squeeze(z, axis))
+    with pytest.raises(ValueError, match="cannot select an axis to squeeze out"):
+        jnp.squeeze(z, 1)
+    for axis in (0, -1, 2, (0, 1), (0, -1), (3, 0)):
+        _same(jnp.expand_dims(X, axis), np.expand_dims(X, axis))
+    with pytest.raises(ValueError, match="repeated axis"):
+        jnp.expand_dims(X, (1, 1))
+    with pytest.raises(ValueError, match="out of bounds"):
+        jnp.expand_dims(X, 5)
+
+
+def test_broadcasting_functions():
+    for shape in [(3, 4, 5), (2, 3, 4, 5), (1, 4, 5), (4, 5)]:
+        _same(jnp.broadcast_to(M[0, :5], shape), np.broadcast_to(M[0, :5], shape))
+    _same(jnp.broadcast_to(2.5, (2, 2)), np.full((2, 2), 2.5))
+    _same(jnp.broadcast_to(np.ones((3, 1), np.int8), (3, 7)), np.ones((3, 7)))
+    assert jnp.broadcast_to(np.ones((3, 1), np.int8), (3, 7)).dtype == np.int8
+    with pytest.raises(ValueError, match="Incompatible shapes for broadcasting"):
+        jnp.broadcast_to(X, (3, 4))
+    outs = jnp.broadcast_arrays(X, M[0, :5], 2.0)
+    for o, e in zip(outs, np.broadcast_arrays(X, M[0, :5], 2.0)):
+        _same(o, e)
+    assert jnp.broadcast_shapes((3, 1), (1, 4), (4,)) == (3, 4)
+    assert jnp.broadcast_shapes(5, ()) == (5,)
+    with pytest.raises(ValueError, match=r"Incompatible shapes for broadcasting: "
+                                         r"shapes=\[\(2, 3\), \(4,\)\]"):
+        jnp.broadcast_shapes((2, 3), (4,))
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1, None])
+def test_concatenate_stack(axis):
+    _same(jnp.concatenate([X, X[:, :, :2]], axis=axis) if axis in (-1, None)
+          else jnp.concatenate([X, X], axis=axis),
+          np.concatenate([X, X[:, :, :2]], axis=axis) if axis in (-1, None)
+          else np.concatenate([X, X], axis=axis))
+    ax = 0 if axis is None else axis
+    _same(jnp.stack([X, X, X], axis=ax), np.stack([X, X, X], axis=ax))
+
+
+def test_concatenate_dtypes_and_errors():
+    out = jnp.concatenate([np.ones(2, np.float16), np.ones(3, np.int32)])
+    assert out.dtype == np.float16
+    assert jnp.concatenate([V, V], dtype="int32").dtype == np.int32
+    assert jnp.concatenate(jnp.asarray(M)).shape == (24,)
+    weak = jnp.stack([1.0, 2.0])
+    assert weak.dtype == np.float32 and weak.weak_type
+    with pytest.raises(ValueError, match="Need at least one array"):
+        jnp.concatenate([])
+    with pytest.raises(ValueError, match="Zero-dimensional"):
+        jnp.concatenate([1.0, 2.0])
+    with pytest.raises(TypeError, match="different numbers of dimensions: got"):
+        jnp.concatenate([V, M])
+    with pytest.raises(TypeError, match="differ in dimensions other than"):
+        jnp.concatenate([M, M[:, :2]], axis=0)
+    with pytest.raises(ValueError, match="same shape"):
+        jnp.stack([V, V[:3]])
+
+
+@pytest.mark.parametrize("name", ["hstack", "vstack", "dstack", "column_stack"])
+def test_stack_variants(name):
+    for args in ([V, V], [M, M], [X, X], [M[:, :1], M]):
+        if name == "column_stack" and args[0].ndim > 2:
+            continue
+        if name in ("vstack", "dstack") and args[0].shape != args[1].shape:
+            continue
+        _same(getattr(jnp, name)(args), getattr(np, name)(args))
+    if name != "column_stack":
+        _same(getattr(jnp, name)([1.0, 2.0]), getattr(np, name)([1.0, 2.0]))
+
+
+@pytest.mark.parametrize("args", [(V, 3), (V, [1, 4]), (X, 2, 1), (X, [1, 3], -1),
+                                  (V, [2, 2, 5]), (V, 4), (X, 5, 2), (V, [-2]), (V, [0, 10])])
+def test_split(args):
+    for name in ("split", "array_split"):
+        np_fn = getattr(np, name)
+        try:
+            expected = np_fn(*args)
+        except ValueError:
+            with pytest.raises(ValueError, match="does not result in an equal division"):
+                getattr(jnp, name)(*args)
+            continue
+        out = getattr(jnp, name)(*args)
+        assert len(out) == len(expected)
+        for o, e in zip(out, expected):
+            _same(o, e)
+    for name in ("hsplit", "vsplit"):
+        for o, e in zip(getattr(jnp, name)(M, 2), getattr(np, name)(M, 2)):
+            _same(o, e)
+    for o, e in zip(jnp.dsplit(X, [2]), np.dsplit(X, [2])):
+        _same(o, e)
+
+
+@pytest.mark.parametrize("reps", [2, (2, 1), (1, 2, 3), (2, 1, 1, 2), 0, (3, 0)])
+def test_tile(reps):
+    _same(jnp.tile(M, reps), np.tile(M, reps))
+    _same(jnp.tile(V, reps), np.tile(V, reps))
+
+
+@pytest.mark.parametrize("repeats, axis", [(2, None), (2, 0), (3, 1), (np.array([1, 0, 2, 1]), 0),
+                                           ([1, 2, 0, 1, 3, 1], 1), (0, None), (1, -1)])
+def test_repeat(repeats, axis):
+    _same(jnp.repeat(M, repeats, axis=axis), np.repeat(M, repeats, axis=axis))
+
+
+def test_repeat_total_length_and_traced_counts():
+    _same(jnp.repeat(M, 2, axis=0, total_repeat_length=5), np.repeat(M, 2, axis=0)[:5])
+    padded = jnp.repeat(M, 2, axis=0, total_repeat_length=10)
+    _same(padded, np.concatenate([np.repeat(M, 2, axis=0), M[-1:], M[-1:]]))
+    counts = np.array([2, 0, 1, 3], np.int32)
+
+    def f(c):
+        return jnp.repeat(M, c, axis=0, total_repeat_length=6)
+
+    _same(remat.jit(f)(counts), np.repeat(M, counts, axis=0))
+    with pytest.raises(ConcretizationTypeError, match="total_repeat_length"):
+        remat.jit(lambda c: jnp.repeat(M, c, axis=0))(counts)
+    with pytest.raises(ValueError, match="negative"):
+        jnp.repeat(M, -1)
+
+
+PAD_MODES = ["constant", "edge", "reflect", "symmetric", "wrap", "maximum", "minimum", "mean",
+             "linear_ramp", "empty"]
+
+
+@pytest.mark.parametrize("mode", PAD_MODES)
+def test_pad_modes(mode):
+    for pw in [2, (1, 3), ((1, 2), (0, 3)), ((4, 7), (5, 9)), 0]:
+        _same(jnp.pad(M, pw, mode=mode), np.pad(M, pw, mode=mode)
+              if mode != "empty" else np.pad(M, pw))
+    _same(jnp.pad(V, (2, 3), mode=mode), np.pad(V, (2, 3), mode=mode)
+          if mode != "empty" else np.pad(V, (2, 3)))
+    out = jnp.pad(I, 2, mode=mode)
+    assert out.dtype == np.int32
+    if mode != "empty":
+        _same(out, np.pad(I, 2, mode=mode))
+
+
+def test_pad_arguments():
+    _same(jnp.pad(M, 2, constant_values=3.5), np.pad(M, 2, constant_values=3.5))
+    cv = ((1, 2), (3, 4))
+    _same(jnp.pad(M, ((1, 2), (3, 4)), constant_values=cv),
+          np.pad(M, ((1, 2), (3, 4)), constant_values=cv))
+    _same(jnp.pad(M, 1, mode="maximum", stat_length=2),
+          np.pad(M, 1, mode="maximum", stat_length=2))
+    _same(jnp.pad(M, 3, mode="mean", stat_length=((1, 2), (3, 1))),
+          np.pad(M, 3, mode="mean", stat_length=((1, 2), (3, 1))))
+    _same(jnp.pad(M, 2, mode="linear_ramp", end_values=(5, -1)),
+          np.pad(M, 2, mode="linear_ramp", end_values=(5, -1)))
+    _same(jnp.pad(I, ((3, 1), (2, 4)), mode="linear_ramp", end_values=((10, -9), (4, 7))),
+          np.pad(I, ((3, 1), (2, 4)), mode="linear_ramp", end_values=((10, -9), (4, 7))))
+    # a traced padding value
+    out = remat.jit(lambda c: jnp.pad(M, 1, constant_values=c))(np.float32(7))
+    _same(out, np.pad(M, 1, constant_values=7))
+    with pytest.raises(ValueError, match="Unimplemented padding mode"):
+        jnp.pad(M, 1, mode="nonsense")
+    with pytest.raises(ValueError, match="unsupported keyword"):
+        jnp.pad(M, 1, mode="edge", constant_values=1)
+    with pytest.raises(ValueError, match="negative"):
+        jnp.pad(M, -1)
+    with pytest.raises(ValueError, match="unsupported shape"):
+        jnp.pad(M, ((1, 2, 3),))
+
+
+def test_pad_reflect_jaxpr_uses_slices_not_gathers():
+    jaxpr = str(remat.make_jaxpr(lambda m: jnp.pad(m, 2, mode="reflect"))(M))
+    assert "gather" not in jaxpr and "slice" in jaxpr and "rev" in jaxpr
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 2)])
+def test_flip(axis):
+    _same(jnp.flip(X, axis), np.flip(X, axis))
+    _same(jnp.fliplr(M), np.fliplr(M))
+    _same(jnp.flipud(M), np.flipud(M))
+
+
+@pytest.mark.parametrize("shift, axis", [(2, None), (-3, 0), (7, 1), ((1, 2), (0, 1)),
+                                         (3, (0, 2)), ((1, 2), 1), (0, 0)])
+def test_roll(shift, axis):
+    _same(jnp.roll(X, shift, axis), np.roll(X, shift, axis))
+
+
+def test_roll_traced_shift():
+    f = remat.jit(lambda s: jnp.roll(X, s, axis=1))
+    for s in (0, 1, 3, -2, 9):
+        _same(f(np.int32(s)), np.roll(X, s, axis=1))
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 3, -1, 5])
+def test_rot90(k):
+    _same(jnp.rot90(X, k), np.rot90(X, k))
+    _same(jnp.rot90(X, k, (2, 0)), np.rot90(X, k, (2, 0)))
+
+
+def test_atleast():
+    for fn in ("atleast_1d", "atleast_2d", "atleast_3d"):
+        for a in (1.0, V, M, X):
+            _same(getattr(jnp, fn)(a), getattr(np, fn)(a))
+        outs = getattr(jnp, fn)(V, M)
+        for o, e in zip(outs, getattr(np, fn)(V, M)):
+            _same(o, e)
+
+
+def test_axis_permutations():
+    _same(jnp.transpose(X), np.transpose(X))
+    _same(jnp.transpose(X, (1, 0, 2)), np.transpose(X, (1, 0, 2)))
+    _same(jnp.transpose(X, (-1, 0, 1)), np.transpose(X, (-1, 0, 1)))
+    _same(jnp.permute_dims(X, (2, 1, 0)), np.transpose(X, (2, 1, 0)))
+    _same(jnp.swapaxes(X, 0, 2), np.swapaxes(X, 0, 2))
+    _same(jnp.moveaxis(X, 0, -1), np.moveaxis(X, 0, -1))
+    _same(jnp.moveaxis(X, (0, 1), (2, 0)), np.moveaxis(X, (0, 1), (2, 0)))
+    _same(jnp.rollaxis(X, 2), np.rollaxis(X, 2))
+    _same(jnp.rollaxis(X, 0, 2), np.rollaxis(X, 0, 2))
+    _same(jnp.matrix_transpose(X), np.swapaxes(X, -1, -2))
+    with pytest.raises(ValueError, match="don't match"):
+        jnp.transpose(X, (1, 0))
+    with pytest.raises(ValueError, match="repeated axis"):
+        jnp.transpose(X, (0, 0, 1))
+    with pytest.raises(ValueError, match="axis 1 is out of bounds for array of dimension 1"):
+        jnp.moveaxis(V, 1, 0)
+
+
+def test_nonzero_family():
+    for a in (I, M > 0, np.zeros(4)):
+        for o, e in zip(jnp.nonzero(a), np.nonzero(a)):
+            _same(o, e)
+            assert o.dtype == np.int32
+        _same(jnp.argwhere(a), np.argwhere(a))
+        _same(jnp.flatnonzero(a), np.flatnonzero(a))
+    idx = jnp.nonzero(I, size=20, fill_value=-1)
+    expected = [np.concatenate([e, -np.ones(20 - len(e), int)]) for e in np.nonzero(I)]
+    for o, e in zip(idx, expected):
+        _same(o, e)
+    with pytest.raises(ValueError, match="0d arrays"):
+        jnp.nonzero(1.0)
+
+
+def test_nonzero_traced_with_size():
+    def f(x):
+        return jnp.nonzero(x, size=5, fill_value=(-1, -2))
+
+    out = remat.jit(f)(I)
+    rows, cols = np.nonzero(I)
+    _same(out[0], np.concatenate([rows, np.full(max(5 - len(rows), 0), -1)])[:5])
+    _same(out[1], np.concatenate([cols, np.full(max(5 - len(cols), 0), -2)])[:5])
+    sparse = np.array([0, 3, 0, 0, 7, 0], np.float32)
+    _same(remat.jit(lambda x: jnp.nonzero(x, size=4)[0])(sparse), [1, 4, 0, 0])
+    _same(remat.jit(lambda x: jnp.argwhere(x, size=3, fill_value=9))(sparse),
+          [[1], [4], [9]])
+    with pytest.raises(ConcretizationTypeError, match="size argument of jnp.nonzero must be "
+                                                      "statically specified"):
+        remat.jit(jnp.nonzero)(sparse)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, None])
+def test_sort_argsort(axis):
+    _same(jnp.sort(X, axis=axis), np.sort(X, axis=axis))
+    _same(jnp.argsort(X, axis=axis), np.argsort(X, axis=axis, kind="stable"))
+    _same(jnp.argsort(I, axis=axis), np.argsort(I, axis=axis, kind="stable"))
+    _same(jnp.sort(I, axis=axis, descending=True), -np.sort(-I, axis=axis))
+    # a stable descending argsort keeps ties in their original order
+    _same(jnp.argsort(I, axis=axis, descending=True),
+          np.argsort(-I, axis=axis, kind="stable"))
+
+
+def test_searchsorted():
+    a = np.array([1.0, 2.0, 2.0, 3.0, 5.0], np.float32)
+    v = np.array([[0.5, 2.0], [2.5, 9.0]], np.float32)
+    for side in ("left", "right"):
+        _same(jnp.searchsorted(a, v, side=side), np.searchsorted(a, v, side=side))
+        assert int(jnp.searchsorted(a, 2.0, side=side)) == np.searchsorted(a, 2.0, side=side)
+    perm = np.array([4, 0, 3, 1, 2])
+    shuffled = a[np.argsort(perm)]
+    _same(jnp.searchsorted(shuffled, v, sorter=np.argsort(shuffled)),
+          np.searchsorted(shuffled, v, sorter=np.argsort(shuffled)))
+    with pytest.raises(ValueError, match="invalid value for keyword 'side'"):
+        jnp.searchsorted(a, v, side="middle")
+
+
+def test_take():
+    idx = np.array([0, 3, -1, 2])
+    _same(jnp.take(M, idx), np.take(M, idx))
+    _same(jnp.take(M, np.array([[0, 3], [1, 1]]), axis=1), np.take(M, [[0, 3], [1, 1]], axis=1))
+    _same(jnp.take(X, np.array([2, 0]), axis=-1), np.take(X, [2, 0], axis=-1))
+    _same(jnp.take(X, 1, axis=1), np.take(X, 1, axis=1))
+    _same(jnp.take(M, np.array([0, 10]), axis=0, mode="clip"),
+          np.take(M, [0, 10], axis=0, mode="clip"))
+    _same(jnp.take(M, np.array([0, 10, -7]), axis=1, mode="wrap"),
+          np.take(M, [0, 10, -7], axis=1, mode="wrap"))
+    # out-of-bounds indices give NaN (the default 'fill' mode), or the fill value
+    out = jnp.take(M, np.array([0, 10, -20]), axis=0)
+    assert np.isnan(np.asarray(out)[1:]).all()
+    _same(out[0], M[0])
+    out = jnp.take(I, np.array([0, 100]), axis=1, fill_value=-3)
+    _same(out[:, 1], [-3] * 3)
+    with pytest.raises(TypeError, match="indices must be integers"):
+        jnp.take(M, np.array([0.5]))
+
+
+def test_take_along_axis():
+    order = np.argsort(M, axis=1)
+    _same(jnp.take_along_axis(M, order, axis=1), np.take_along_axis(M, order, axis=1))
+    o = np.argsort(X, axis=0)[:2]
+    _same(jnp.take_along_axis(X, o, axis=0), np.take_along_axis(X, o, axis=0))
+    col = np.array([[0], [1], [2], [-1]])
+    _same(jnp.take_along_axis(M, col, axis=1), np.take_along_axis(M, col, axis=1))
+    row = np.array([[0, 1, 1, 2, 3, 0]])
+    _same(jnp.take_along_axis(M, row, axis=0), np.take_along_axis(M, row, axis=0))
+    # the non-indexed axes broadcast
+    _same(jnp.take_along_axis(M, np.array([[0, 2]]), axis=1),
+          np.take_along_axis(M, np.broadcast_to([[0, 2]], (4, 2)), axis=1))
+    _same(jnp.take_along_axis(M, np.array([0, 30, 3]), axis=None, mode="clip"),
+          np.take(M.ravel(), [0, 23, 3]))
+    with pytest.raises(ValueError, match="same number of dimensions"):
+        jnp.take_along_axis(M, np.array([0, 1]), axis=1)
+
+
+def test_diagonal_trace():
+    for offset in (0, 1, -1, 4, -5):
+        _same(jnp.diagonal(X, offset), np.diagonal(X, offset))
+        _same(jnp.diagonal(X, offset, 2, 0), np.diagonal(X, offset, 2, 0))
+        _same(jnp.trace(X, offset, 1, 2), np.trace(X, offset, 1, 2))
+    assert jnp.trace(I).dtype == np.int32
+    assert jnp.trace(I.astype(np.int8)).dtype == np.int32
+    with pytest.raises(ValueError, match="axis1 and axis2 must not be equal"):
+        jnp.diagonal(X, 0, 1, 1)
