@@ -12,10 +12,10 @@ import numpy as np
 from remat import core, dtypes, exec, lax, memory
 from remat.api_util import arg_names, flatten_fun_nokwargs, fun_name
 from remat.call import recompute_whole_rule
-from remat.offload import host_empty, offload_p
 from remat.core import ClosedJaxpr, Jaxpr, Literal, Primitive, Var
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
+from remat.offload import host_empty, offload_p
 from remat.tree_util import (
     keystr,
     tree_flatten,
