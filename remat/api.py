@@ -76,6 +76,20 @@ def _check_tangent(p, t, name):
                         f"got {t_aval.dtype.name}")
 
 
+def _as_arrays(tree):
+    """Outputs of transformations are arrays (a function returning its Python-float input
+    still yields an Array, weakly typed), as in JAX."""
+    from remat import dtypes
+    from remat import numpy as jnp
+
+    def as_array(x):
+        if hasattr(x, "aval") or getattr(x, "dtype", None) == dtypes.float0:
+            return x
+        return jnp.asarray(x)
+
+    return tree_map(as_array, tree)
+
+
 def _tangent_in(p, t):
     """Integer and boolean inputs have float0 tangents: symbolically zero."""
     if core.get_aval(p).dtype.kind not in "fc":
@@ -100,8 +114,9 @@ def jvp(fun, primals, tangents, has_aux=False):
     outs, out_tangents = ad.jvp_flat(flat_fun, flat_p,
                                      [_tangent_in(p, t) for p, t in zip(flat_p, flat_t)])
     n = store.num_out
-    out = tree_unflatten(store.tree, outs[:n])
-    tangent = tree_unflatten(store.tree, [ad.instantiate_zeros(t) for t in out_tangents[:n]])
+    out = _as_arrays(tree_unflatten(store.tree, outs[:n]))
+    tangent = _as_arrays(tree_unflatten(store.tree,
+                                        [ad.instantiate_zeros(t) for t in out_tangents[:n]]))
     if has_aux:
         return out, tangent, tree_unflatten(store.aux_tree, outs[n:])
     return out, tangent

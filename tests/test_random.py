@@ -243,7 +243,7 @@ def test_fma_special_values():
     f = np.float32
     a = f([np.inf, np.nan, 1.0, 0.0, 3e38, -0.0])
     b = f([2.0, 1.0, np.inf, np.inf, 10.0, 1.0])
-    c = f([1.0, 0.0, -np.inf, 1.0, 0.0, 0.0])
+    c = f([1.0, 0.0, -np.inf, 1.0, 0.0, -0.0])  # -0 * 1 + -0 = -0
     out = np.asarray(random.fma_p.bind(a, b, c))
     np.testing.assert_array_equal(np.isnan(out), [False, True, True, True, False, False])
     assert out[0] == np.inf and out[4] == np.inf
@@ -258,8 +258,8 @@ def test_fma_rules(rng):
                     order=1)
     a, b, c = (x.astype(np.float32) for x in (a, b, c))
     f = lambda x, y, z: random.fma_p.bind(x, y, z)
-    out = remat.vmap(f, in_axes=(1, None, 0))(a, b[0], c.T)
-    ref = np.stack([np.asarray(f(a[:, j], b[0], c.T[j])) for j in range(4)])
+    out = remat.vmap(f, in_axes=(1, None, 0))(a, b[:, 0], c.T)
+    ref = np.stack([np.asarray(f(a[:, j], b[:, 0], c.T[j])) for j in range(4)])
     np.testing.assert_array_equal(out, ref)
     out = remat.vmap(f, in_axes=(0, None, None))(a[:, 0], np.float32(2), np.float32(1))
     np.testing.assert_array_equal(out, a[:, 0] * 2 + 1)
