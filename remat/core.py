@@ -100,7 +100,7 @@ def _python_scalar_aval(x):
     dtype = dtypes.python_scalar_dtype(x)
     if type(x) is int and dtype == dtypes.int32 and not _INT32_RANGE[0] <= x <= _INT32_RANGE[1]:
         raise OverflowError(f"Python int {x} too large to convert to int32")
-    return ShapedArray((), dtype, weak_type=True)
+    return ShapedArray((), dtype, weak_type=type(x) is not bool)  # bools are never weak
 
 
 def get_aval(x):

@@ -182,7 +182,7 @@ def dtype_and_weak(x):
     if aval is not None:
         return aval.dtype, aval.weak_type
     if is_python_scalar(x):
-        return python_scalar_dtype(x), True
+        return python_scalar_dtype(x), not isinstance(x, bool)
     if isinstance(x, (np.ndarray, np.generic)):
         return canonicalize_dtype(x.dtype), False
     if isinstance(x, (np.dtype, type)) or isinstance(x, str):

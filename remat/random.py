@@ -174,16 +174,18 @@ def _fma_narrow(a, b, c):
     rounding; rounding ``s`` again to the narrow type is then correct unless ``s`` fell exactly
     on a narrow midpoint (or the result is subnormal): redo those rounding the sum to odd in
     53 bits first, which makes the second rounding exact (53 >= 2 * 24 + 2)."""
-    p = a.astype(np.float64) * b.astype(np.float64)
-    c = c.astype(np.float64)
+    dtype = np.result_type(a, b, c)
+    p = np.multiply(a, b, dtype=np.float64)
+    c = np.asarray(c, np.float64)
     s = p + c
-    out = s.astype(a.dtype)
-    info = np.finfo(a.dtype)
+    out = s.astype(dtype)
+    info = np.finfo(dtype)
     drop = 52 - info.nmant  # float64 mantissa bits below the narrow type's
     low = s.view(np.uint64) & np.uint64((1 << drop) - 1)
     suspect = np.nonzero((low == np.uint64(1 << (drop - 1))) | (np.abs(s) < info.tiny))
     if suspect[0].size:
-        out[suspect] = _add_round_to_odd(p[suspect], c[suspect]).astype(a.dtype)
+        p, c = np.broadcast_arrays(p, c)
+        out[suspect] = _add_round_to_odd(p[suspect], c[suspect]).astype(dtype)
     return out
 
 
@@ -197,14 +199,19 @@ def _fma_wide(a, b, c):
     return z if ok.all() else np.where(ok, z, a * b + c)
 
 
+def _fma_kernel(a, b, c):
+    """The correctly rounded ``a * b + c`` (NumPy has no FMA), for operands of one float
+    dtype of which at least one is an array of the full, non-scalar shape (the kernels)."""
+    return _fma_narrow(a, b, c) if np.result_type(a, b, c).itemsize < 8 else \
+        _fma_wide(a, b, c)
+
+
 def _fma_np(a, b, c):
-    """The correctly rounded ``a * b + c`` of float arrays (NumPy has no FMA)."""
-    a, b, c = np.broadcast_arrays(a, b, c)
-    shape = a.shape
-    a, b, c = (np.atleast_1d(v) for v in (a, b, c))  # 0-d arithmetic would give scalars
+    """The impl of ``fma``: any shapes that broadcast, rank 0 included."""
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
+    a, b, c = (np.broadcast_to(v, shape).reshape(-1) for v in (a, b, c))
     with np.errstate(all="ignore"):
-        out = _fma_narrow(a, b, c) if a.dtype.itemsize < 8 else _fma_wide(a, b, c)
-    return out.reshape(shape)
+        return _fma_kernel(a, b, c).reshape(shape)
 
 
 def _check_float(name, *avals):
@@ -265,9 +272,9 @@ def _f64(bits):
 
 
 def _horner(coeffs, z):
-    p = _fma_np(coeffs[0], z, coeffs[1])
+    p = _fma_kernel(coeffs[0], z, coeffs[1])
     for c in coeffs[2:]:
-        p = _fma_np(z, p, c)
+        p = _fma_kernel(z, p, c)
     return p
 
 
@@ -291,12 +298,12 @@ def _log_f32(a):
     x2 = x * x
     x3 = x2 * x
     c = _LOG_P
-    y = _fma_np(_fma_np(x, c[0], c[1]), x, c[2])
-    y1 = _fma_np(_fma_np(x, c[3], c[4]), x, c[5])
-    y2 = _fma_np(_fma_np(x, c[6], c[7]), x, c[8])
-    y = _fma_np(_fma_np(y, x3, y1), x3, y2)
-    y = _fma_np(y, x3, e * _LOG2_LO)
-    r = _fma_np(e, _LOG2_HI, _fma_np(-x2, np.float32(0.5), x) + y)
+    y = _fma_kernel(_fma_kernel(x, c[0], c[1]), x, c[2])
+    y1 = _fma_kernel(_fma_kernel(x, c[3], c[4]), x, c[5])
+    y2 = _fma_kernel(_fma_kernel(x, c[6], c[7]), x, c[8])
+    y = _fma_kernel(_fma_kernel(y, x3, y1), x3, y2)
+    y = _fma_kernel(y, x3, e * _LOG2_LO)
+    r = _fma_kernel(e, _LOG2_HI, _fma_kernel(-x2, np.float32(0.5), x) + y)
     r = np.where((a < 0) | np.isnan(a), np.float32(np.nan), r)
     r = np.where(a == 0, np.float32(-np.inf), r)
     return np.where(a == np.inf, np.float32(np.inf), r)
@@ -340,12 +347,12 @@ def _log1p(t):
     def rational(ts):
         p = np.ones_like(ts)
         for c in num:
-            p = _fma_np(p, ts, c)
+            p = _fma_kernel(p, ts, c)
         q = np.full_like(ts, den[0])
         for c in den[1:]:
-            q = _fma_np(q, ts, c)
+            q = _fma_kernel(q, ts, c)
         t2 = ts * ts
-        return ts + _fma_np(t2, t.dtype.type(-0.5), (ts * t2) * (q / p))
+        return ts + _fma_kernel(t2, t.dtype.type(-0.5), (ts * t2) * (q / p))
 
     small = np.abs(t) < threshold
     return _piecewise(t, [(small, rational), (~small, lambda v: _log(v + t.dtype.type(1)))])
@@ -639,10 +646,10 @@ def _check_shape(name, shape, *param_shapes):
                              f"{tuple(shape)}.")
 
 
-def _float_dtype(name, dtype, what="a float"):
+def _float_dtype(name, dtype):
     dtype = dtypes.canonicalize_dtype(dtypes.default_float_dtype() if dtype is None else dtype)
     if dtype.kind != "f":
-        raise ValueError(f"dtype argument to `{name}` must be {what} dtype, got {dtype.name}")
+        raise ValueError(f"dtype argument to `{name}` must be a float dtype, got {dtype.name}")
     return dtype
 
 
@@ -680,14 +687,28 @@ def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
     return _uniform(key, canonical_shape(shape), dtype, minval, maxval)
 
 
-def normal(key, shape=(), dtype=None):
-    """Standard normal floats: ``sqrt(2) * erf_inv(u)`` with ``u`` uniform in (-1, 1)."""
-    key = _check_key("normal", key)
-    dtype = _float_dtype("normal", dtype, "a float or complex")
-    shape = canonical_shape(shape)
+def _normal_real(key, shape, dtype):
     lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
     u = _uniform(key, shape, dtype, lo, np.array(1.0, dtype))
     return lax.mul(_const(np.sqrt(2), dtype), xla_erf_inv_p.bind(u))
+
+
+def normal(key, shape=(), dtype=None):
+    """Standard normal values: ``sqrt(2) * erf_inv(u)`` with ``u`` uniform in (-1, 1); for a
+    complex dtype, independent real and imaginary parts of variance 1/2."""
+    key = _check_key("normal", key)
+    dtype = dtypes.canonicalize_dtype(dtypes.default_float_dtype() if dtype is None else dtype)
+    if dtype.kind not in "fc":
+        raise ValueError(f"dtype argument to `normal` must be a float or complex dtype, got "
+                         f"{dtype.name}")
+    shape = canonical_shape(shape)
+    if dtype.kind == "f":
+        return _normal_real(key, shape, dtype)
+    real_dtype = np.finfo(dtype).dtype
+    k_re, k_im = _split(key, (2,))
+    re = lax.convert_element_type(_normal_real(k_re, shape, real_dtype), dtype)
+    im = lax.convert_element_type(_normal_real(k_im, shape, real_dtype), dtype)
+    return jnp.divide(jnp.add(re, jnp.multiply(1j, im)), _const(np.sqrt(2), dtype))
 
 
 def bernoulli(key, p=0.5, shape=None, mode="low"):

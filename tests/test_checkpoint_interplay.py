@@ -271,9 +271,10 @@ def test_scan_with_checkpointed_body_does_not_copy_the_stacked_weights():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "call.recompute_whole_rule: a scan (or cond / while) inside a checkpoint is recomputed "
-    "whole whatever the policy, so dots_saveable / everything_saveable around a scan over "
-    "layers save nothing of its body (JAX's scan rule saves the stacked dot outputs)"))
+    "by design: under dots_saveable a scan over layers inside one checkpoint is recomputed "
+    "whole, because its staged steps would need each step's carry, which the policy does not "
+    "save (the carry is an add, not a dot); JAX keeps those carries anyway. A checkpoint per "
+    "scan step (checkpoint on the body) is the supported way to save the dots per layer"))
 def test_policy_of_a_checkpoint_around_a_scan_applies_inside_the_body():
     Ws, x = _scan_args()
     dots = saved_residuals(remat.checkpoint(_scan_net(_layer_unnamed), policy=cp.dots_saveable),

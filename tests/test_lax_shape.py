@@ -250,10 +250,12 @@ def test_weak_types_of_constructors():
     assert lax.iota(np.int32, 3).aval.weak_type is False
     with config.override("jax_enable_x64", False):
         assert lax.iota(np.int64, 3).dtype == np.int32
-    # a Python padding value takes the operand's dtype
+    # a Python padding value takes the operand's dtype, weakly (as in JAX)
     out = lax.pad(np.int32([1, 2]), 7, [(1, 0, 0)])
     assert out.dtype == np.int32 and not out.aval.weak_type
     np.testing.assert_array_equal(out, [7, 1, 2])
+    assert lax.pad(lax.full((2,), 1.0), 0.0, [(1, 0, 0)]).aval.weak_type
+    assert not lax.pad(lax.full((2,), 1.0), np.float32(0), [(1, 0, 0)]).aval.weak_type
 
 
 def test_shortcuts_return_the_operand_itself():
@@ -404,9 +406,11 @@ def test_concatenate_gradients_by_hand():
     np.testing.assert_array_equal(ga, ct[:2])
     np.testing.assert_array_equal(gb, ct[2:6])
     np.testing.assert_array_equal(gc, ct[6:])
-    # only the middle operand differentiated, in forward mode
+    # only the middle operand differentiated, in forward and reverse mode
     _, t = remat.jvp(lambda b: lax.concatenate([a, b, c], 0), (b,), (np.ones_like(b),))
     np.testing.assert_array_equal(t, np.concatenate([0 * a, np.ones_like(b), 0 * c]))
+    (g,) = remat.vjp(lambda b: lax.concatenate([a, b, c], 0), b)[1](ct)
+    np.testing.assert_array_equal(g, ct[2:6])
 
 
 def test_broadcast_in_dim_gradient_sums_broadcast_axes():
@@ -575,6 +579,33 @@ def test_vmap_of_grad_of_pad_and_concatenate():
 
 
 # --- jit ---------------------------------------------------------------------------------------
+
+VIEWS = [n for n in WITH_OPERANDS if len(CASES[n].shapes) == 1 and CASES[n].shapes[0]]
+
+
+@pytest.mark.parametrize("name", VIEWS)
+def test_jit_never_overwrites_a_value_another_one_views(name):
+    """Shape impls return NumPy views; the executor's in-place ufunc steps must not write
+    into a dying view whose base is still live (or the other way round)."""
+    case = CASES[name]
+    x = _operands(case, np.float32)[0]
+    view = _run(name)
+
+    def f(x):
+        y = lax.mul(x, 2.0)
+        z = view(y)
+        return lax.neg(z), y, lax.sin(lax.copy(y)), z
+
+    def g(x):
+        y = lax.mul(x, 2.0)
+        return lax.add(view(y), 1.0), lax.neg(y)
+
+    for h in (f, g):
+        expected = tree_map(np.asarray, h(x))
+        _assert_tree_equal(remat.jit(h)(x), expected)
+        _assert_tree_equal(remat.jit(h)(x), expected)  # and from the cached plan
+
+
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -249,7 +249,7 @@ def _arg(kind, jax):
     dtype = {"f32": "float32", "f16": "float16", "i32": "int32", "i8": "int8", "u8": "uint8",
              "bool": "bool"}[kind]
     x = _data(dtype, (2, 3), "pos")
-    return x, jax.ShapeDtypeStruct(x.shape, x.dtype)
+    return jnp.asarray(x), jax.ShapeDtypeStruct(x.shape, x.dtype)
 
 
 def _jax_signature(jax, fn, *args, **kwargs):
@@ -465,3 +465,21 @@ def test_isclose_and_friends():
     np.testing.assert_array_equal(np.asarray(jnp.copysign(np.array([1.0, 2.0]),
                                                           np.array([-0.0, 3.0]))),
                                   [-1.0, 2.0])
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_with_python_scalars(name):
+    """Arrays with Python scalars on either side (the operators' hot path)."""
+    for dtype in ("float32", "int32"):
+        x = jnp.asarray(_data(dtype, (2, 3), "pos"))
+        for scalar in (2, 1.5):
+            if name == "nextafter" and dtype == "int32":
+                continue
+            for args in ((x, scalar), (scalar, x)):
+                out = getattr(jnp, name)(*args)
+                np_args = [np.asarray(a, np.float64) for a in args]
+                with np.errstate(all="ignore"):
+                    expected = BINARY[name](*np_args)
+                if name == "nextafter":
+                    expected = BINARY[name](*[np.asarray(a, np.float32) for a in args])
+                _close(out, expected, out.dtype if out.dtype != np.bool_ else np.float32)

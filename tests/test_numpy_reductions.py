@@ -123,6 +123,7 @@ def test_x64_dtypes(x64):
     assert jnp.argmax(np.ones(3)).dtype == np.int64
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's warnings on empty slices
 def test_where_and_initial():
     mask = RNG.normal(size=F32.shape) > 0
     for axis in (None, 1, (0, 2)):
@@ -303,3 +304,28 @@ def test_reductions_under_transformations():
     batched = remat.vmap(f, in_axes=1)(np.stack([x, 2 * x, -x], axis=1))
     np.testing.assert_allclose(np.asarray(batched), [float(f(x)), float(f(2 * x)),
                                                      float(f(-x))], rtol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["linear", "lower", "higher", "nearest", "midpoint"])
+def test_quantile_percentile(method):
+    x = F32[0]
+    for q in (0.3, np.array([0.0, 0.25, 0.5, 1.0])):
+        for axis in (None, 1, (0, 1)):
+            for keepdims in (False, True):
+                _check(jnp.quantile(x, q, axis=axis, method=method, keepdims=keepdims),
+                       np.quantile(x, q, axis=axis, method=method, keepdims=keepdims),
+                       np.float32)
+    _check(jnp.percentile(x, 30, axis=0, method=method),
+           np.percentile(x, 30, axis=0, method=method), np.float32)
+
+
+def test_nanarg_and_cumulative_prod():
+    x = F32[0].copy()
+    x[0, 2] = np.nan
+    x[1] = np.nan
+    np.testing.assert_array_equal(np.asarray(jnp.nanargmax(x, axis=1)),
+                                  [np.nanargmax(x[0]), -1, np.nanargmax(x[2]),
+                                   np.nanargmax(x[3])])
+    assert int(jnp.nanargmin(x[0])) == np.nanargmin(x[0])
+    _check(jnp.cumulative_prod(F32[0], axis=1, include_initial=True),
+           np.concatenate([np.ones((4, 1)), np.cumprod(F32[0], 1)], 1), np.float32)

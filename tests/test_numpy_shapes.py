@@ -374,3 +374,80 @@ def test_diagonal_trace():
     assert jnp.trace(I.astype(np.int8)).dtype == np.int32
     with pytest.raises(ValueError, match="axis1 and axis2 must not be equal"):
         jnp.diagonal(X, 0, 1, 1)
+
+
+def test_diff_append_unstack():
+    for n in (0, 1, 2, 3):
+        _same(jnp.diff(M, n), np.diff(M, n))
+        _same(jnp.diff(M, n, axis=0), np.diff(M, n, axis=0))
+    _same(jnp.diff(M, prepend=0.0, append=M[:, :2]), np.diff(M, prepend=0.0, append=M[:, :2]))
+    _same(jnp.diff(np.array([True, False, False])), np.diff(np.array([True, False, False])))
+    _same(jnp.ediff1d(M, to_begin=[9], to_end=[7, 8]), np.ediff1d(M, to_begin=[9],
+                                                                  to_end=[7, 8]))
+    _same(jnp.append(M, M[:1], axis=0), np.append(M, M[:1], axis=0))
+    _same(jnp.append(M, 1.0), np.append(M, 1.0))
+    parts = jnp.unstack(M, axis=1)
+    assert len(parts) == 6
+    for i, p in enumerate(parts):
+        _same(p, M[:, i])
+    _same(jnp.copy(M), M)
+
+
+def test_index_helpers():
+    for fn in ("tril_indices", "triu_indices"):
+        for args in [(4,), (4, 1), (4, -1, 6)]:
+            for o, e in zip(getattr(jnp, fn)(*args), getattr(np, fn)(*args)):
+                _same(o, e)
+        for o, e in zip(getattr(jnp, fn + "_from")(M, 1), getattr(np, fn + "_from")(M, 1)):
+            _same(o, e)
+    for o, e in zip(jnp.diag_indices(3, 3), np.diag_indices(3, 3)):
+        _same(o, e)
+    _same(jnp.indices((2, 3)), np.indices((2, 3)))
+    for o, e in zip(jnp.indices((2, 3), sparse=True), np.indices((2, 3), sparse=True)):
+        _same(o, e)
+    flat = np.array([0, 5, 13, -1])
+    for o, e in zip(jnp.unravel_index(flat, (3, 5)), np.unravel_index(flat % 15, (3, 5))):
+        _same(o, e)
+    coords = (np.array([0, 2, 1]), np.array([4, 0, 3]))
+    for order in ("C", "F"):
+        _same(jnp.ravel_multi_index(coords, (3, 5), order=order),
+              np.ravel_multi_index(coords, (3, 5), order=order))
+    bad = (np.array([5, -1]), np.array([7, 0]))
+    for mode in ("clip", "wrap"):
+        _same(jnp.ravel_multi_index(bad, (3, 5), mode=mode),
+              np.ravel_multi_index(bad, (3, 5), mode=mode))
+    with pytest.raises(ValueError, match="invalid entry"):
+        jnp.ravel_multi_index(bad, (3, 5))
+    rows, cols = jnp.ix_(np.array([0, 2]), np.array([1, 3]))
+    assert rows.shape == (2, 1) and cols.shape == (1, 2)
+    assert jnp.s_[1:2, ::3] == (slice(1, 2), slice(None, None, 3))
+    assert jnp.index_exp[3] == (3,)
+
+
+def test_isin_and_misc():
+    a = np.arange(6).reshape(2, 3)
+    _same(jnp.isin(a, np.array([1, 4, 9])), np.isin(a, [1, 4, 9]))
+    _same(jnp.isin(a, np.array([1, 4]), invert=True), np.isin(a, [1, 4], invert=True))
+    _same(jnp.geomspace(1, 1000, 4), np.geomspace(1, 1000, 4))
+    _same(jnp.geomspace(-2, -32, 5), np.geomspace(-2, -32, 5))
+    m3, v = RNG.normal(size=(2, 3, 4)), RNG.normal(size=(2, 4))
+    np.testing.assert_allclose(np.asarray(jnp.matvec(m3, v)), np.einsum("bij,bj->bi", m3, v),
+                               rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(jnp.vecmat(v[:, :3], m3)),
+                               np.einsum("bi,bij->bj", v[:, :3], m3), rtol=1e-5)
+    _same(jnp.trapezoid(M), np.trapezoid(M))
+    _same(jnp.trapezoid(M, dx=0.5, axis=0), np.trapezoid(M, dx=0.5, axis=0))
+    grid = np.linspace(0, 1, 6)
+    np.testing.assert_allclose(np.asarray(jnp.trapezoid(M, x=grid)), np.trapezoid(M, x=grid),
+                               rtol=1e-5)
+    assert jnp.isrealobj(M) and not jnp.iscomplexobj(M)
+
+
+def test_apply_along_axis_and_vectorize():
+    for axis in (0, 1, 2):
+        _same(jnp.apply_along_axis(lambda r: jnp.sum(r ** 2), axis, X),
+              np.apply_along_axis(lambda r: np.sum(r ** 2), axis, X))
+        _same(jnp.apply_along_axis(lambda r: r[::-1] * 2, axis, X),
+              np.apply_along_axis(lambda r: r[::-1] * 2, axis, X))
+    f = jnp.vectorize(lambda a, b: jnp.where(a > b, a, b * 2))
+    _same(f(M, 0.5), np.where(M > 0.5, M, 1.0))

@@ -121,6 +121,11 @@ CASES = [
     ("linspace", lambda a, b: jnp.linspace(a, b, 5), (r(3), r(3))),
     ("asarray_of_tracers", lambda a, b: jnp.asarray([[a, b], [b, a]]), (r(), r())),
     ("meshgrid", lambda a, b: jnp.meshgrid(a, b), (r(3), r(4))),
+    ("diff", lambda a: jnp.diff(a, 2, axis=1), (X,)),
+    ("quantile", lambda a: jnp.quantile(a, np.array([0.3, 0.8]), axis=1), (X,)),
+    ("trapezoid", lambda a, b: jnp.trapezoid(a, x=b), (X, np.sort(r(4)))),
+    ("append", lambda a, b: jnp.append(a, b, axis=0), (X, Y)),
+    ("apply_along_axis", lambda a: jnp.apply_along_axis(jnp.cumsum, 0, a), (X,)),
 ]
 IDS = [c[0] for c in CASES]
 

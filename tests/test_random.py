@@ -4,7 +4,10 @@ exact-FMA and XLA-kernel primitives, keys under jit / vmap / grad / checkpoint, 
 distribution sanity.
 
 The fixture ``tests/data/jax_random_values.json`` is written by
-``tests/data/make_jax_random_values.py`` (run it with JAX installed to regenerate).
+``tests/data/make_jax_random_values.py`` (run it with JAX installed to regenerate). Each XLA
+compilation costs JAX a fraction of a second, so the direct comparisons that run by default
+are compact; ``REMAT_EXHAUSTIVE_JAX=1`` adds a grid over seeds, shapes, dtypes and both
+layouts (a few minutes).
 """
 
 import importlib.util
@@ -335,6 +338,47 @@ def _compare(jax, checks):
     assert not bad, bad
 
 
+SEEDS = np.array([0, 1, -1, 7, 2**31 - 1, -2**31, 123456789, 42], np.int32)
+
+
+def test_samplers_match_jax_on_more_seeds(jax_flags):
+    """Eight seeds through each sampler (JAX compiles each once), larger draws, float16/32/64
+    and both layouts."""
+    jax, set_flags = jax_flags
+    jr = jax.random
+    samplers = {
+        "split": lambda r, k: r.split(k, 3),
+        "uniform": lambda r, k: r.uniform(k, (500,), minval=-2.5, maxval=1e3),
+        "normal f16": lambda r, k: r.normal(k, (500,), "float16"),
+        "normal f32": lambda r, k: r.normal(k, (500,)),
+    }
+    checks = []
+    with set_flags(False, True):
+        for seed in SEEDS:
+            kj, kr = jr.PRNGKey(seed), random.PRNGKey(seed)
+            checks.append((f"PRNGKey({seed})", kj, kr))
+            checks += [(f"{name} {seed}", f(jr, kj), f(random, kr))
+                       for name, f in samplers.items()]
+    with set_flags(True, True):
+        kj, kr = jr.PRNGKey(2**40 + 3), random.PRNGKey(2**40 + 3)
+        checks += [("x64 key", kj, kr),
+                   ("normal f64", jr.normal(kj, (500,), "float64"),
+                    random.normal(kr, (500,), "float64")),
+                   ("uniform f64", jr.uniform(kj, (500,), "float64", -1.0, 3.0),
+                    random.uniform(kr, (500,), "float64", -1.0, 3.0))]
+    with set_flags(False, False):
+        kj, kr = jr.PRNGKey(9), random.PRNGKey(9)
+        checks += [("original bits uint16", jr.bits(kj, (3, 5), "uint16"),
+                    random.bits(kr, (3, 5), "uint16"))]
+    _compare(jax, checks)
+
+
+exhaustive = pytest.mark.skipif(
+    not os.environ.get("REMAT_EXHAUSTIVE_JAX"),
+    reason="many XLA compilations (minutes); set REMAT_EXHAUSTIVE_JAX=1 to run")
+
+
+@exhaustive
 @pytest.mark.parametrize("x64,partitionable", FLAGS, ids=lambda v: str(v))
 def test_keys_and_bits_match_jax(jax_flags, x64, partitionable):
     jax, set_flags = jax_flags
@@ -362,6 +406,7 @@ def test_keys_and_bits_match_jax(jax_flags, x64, partitionable):
     _compare(jax, checks)
 
 
+@exhaustive
 @pytest.mark.parametrize("x64,partitionable", FLAGS, ids=lambda v: str(v))
 def test_samplers_match_jax(jax_flags, x64, partitionable):
     jax, set_flags = jax_flags
@@ -496,7 +541,8 @@ def test_grad_through_uniform_bounds():
         check_grads(lambda lo, hi: random.uniform(key, (4,), jnp.float64, lo, hi),
                     (np.float64(-0.5), np.float64(2.0)), order=2)
     # a key is an integer input: its cotangent is float0 zeros
-    gk = remat.grad(lambda k, x: jnp.sum(random.normal(k, (3,)) * x), argnums=(0, 1))(
+    gk = remat.grad(lambda k, x: jnp.sum(random.normal(k, (3,)) * x), argnums=(0, 1),
+                    allow_int=True)(
         key, np.float32(2.0))
     assert gk[0].dtype == remat.dtypes.float0 and gk[0].shape == (2,)
     np.testing.assert_allclose(gk[1], np.sum(random.normal(key, (3,))), rtol=1e-6)

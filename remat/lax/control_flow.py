@@ -12,7 +12,7 @@ import numpy as np
 from remat import core, dtypes, exec, lax, memory
 from remat.api_util import arg_names, flatten_fun_nokwargs, fun_name
 from remat.call import recompute_whole_rule
-from remat.core import ClosedJaxpr, Jaxpr, Literal, Primitive, Var
+from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Primitive, Var
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
 from remat.offload import host_empty, offload_p
@@ -630,7 +630,89 @@ ad.primitive_transposes[scan_p] = _scan_transpose
 pe.partial_eval_rules[scan_p] = _scan_partial_eval
 batching.primitive_batchers[scan_p] = _scan_batch
 pe.dce_rules[scan_p] = _scan_dce
-pe.partial_eval_jaxpr_custom_rules[scan_p] = recompute_whole_rule
+
+
+def _scan_pe_custom(eqn, unknowns, policy, unsaveable):
+    """A scan inside a checkpoint: split its body with the checkpoint's policy. The known scan
+    computes the known outputs and stacks the residuals the policy saves (and the known carries
+    the staged body reads); loop-invariant and per-step-input residuals are read from the
+    scan's own operands. The staged scan recomputes the rest of each step."""
+    from remat.ad_checkpoint import name_p
+
+    p = eqn.params
+    body, num_consts, num_carry = p["jaxpr"], p["num_consts"], p["num_carry"]
+    if body.consts:
+        return recompute_whole_rule(eqn, unknowns, policy, unsaveable)
+    const_uk, carry_uk, xs_uk = _scan_split(unknowns, num_consts, num_carry)
+    while True:
+        split = pe.partial_eval_jaxpr_custom(body.jaxpr, const_uk + carry_uk + xs_uk, policy,
+                                             name_p)
+        new = _or(carry_uk, split.out_unknowns[:num_carry])
+        if new == carry_uk:
+            break
+        carry_uk = new
+    # a known carry whose output the body would compute as unknown cannot stay known
+    bj = body.jaxpr
+    c_in, k_in, x_in = _scan_split(bj.invars, num_consts, num_carry)
+    kinds = {}
+    for i, v in enumerate(c_in):
+        kinds[v] = ("const", i)
+    for i, v in enumerate(x_in):
+        kinds[v] = ("xs", i)
+    consts, carry, xs = _scan_split(eqn.invars, num_consts, num_carry)
+    const_res = [r for r in split.residuals if kinds.get(r, ("",))[0] == "const"]
+    xs_res = [r for r in split.residuals if kinds.get(r, ("",))[0] == "xs"]
+    stacked = [r for r in split.residuals if r not in kinds]  # computed, or a carry input
+    if not _carries_saveable(bj, [r for r in stacked if r in k_in], k_in, num_carry, policy,
+                             unsaveable):
+        # the staged steps need known carries the policy does not let us keep: recompute the
+        # whole loop instead (nothing inside it is saved)
+        return recompute_whole_rule(eqn, unknowns, policy, unsaveable)
+    n_known_out = len(split.known.outvars) - len(split.residuals)
+    known_body = Jaxpr([], split.known.invars, split.known.outvars[:n_known_out] + stacked,
+                       split.known.eqns)
+    length = p["length"]
+    stacked_outer = [Var(r.aval.update(shape=(length,) + r.aval.shape)) for r in stacked]
+    n_kcarry = num_carry - sum(carry_uk)
+    known_outs = [v for v, u in zip(eqn.outvars, split.out_unknowns) if not u]
+    eqn_known = JaxprEqn(
+        [v for v, u in zip(eqn.invars, unknowns) if not u], known_outs + stacked_outer, scan_p,
+        dict(p, jaxpr=ClosedJaxpr(known_body, []), num_consts=num_consts - sum(const_uk),
+             num_carry=n_kcarry), eqn.source_info)
+    staged = split.staged
+    n_res = len(split.residuals)
+    position = {r: i for i, r in enumerate(split.residuals)}
+    uk_c, uk_k = sum(const_uk), sum(carry_uk)
+    rest = list(range(n_res, len(staged.invars)))
+    order = ([position[r] for r in const_res] + rest[:uk_c] + rest[uk_c:uk_c + uk_k]
+             + [position[r] for r in stacked] + [position[r] for r in xs_res]
+             + rest[uk_c + uk_k:])
+    staged_body = Jaxpr([], [staged.invars[i] for i in order], staged.outvars, staged.eqns)
+    eqn_staged = JaxprEqn(
+        [consts[kinds[r][1]] for r in const_res] + [v for v, u in zip(consts, const_uk) if u]
+        + [v for v, u in zip(carry, carry_uk) if u] + stacked_outer
+        + [xs[kinds[r][1]] for r in xs_res] + [v for v, u in zip(xs, xs_uk) if u],
+        [v for v, u in zip(eqn.outvars, split.out_unknowns) if u], scan_p,
+        dict(p, jaxpr=ClosedJaxpr(staged_body, []), num_consts=len(const_res) + uk_c,
+             num_carry=uk_k), eqn.source_info)
+    return eqn_known, eqn_staged, split.out_unknowns, split.out_unknowns, stacked_outer
+
+
+pe.partial_eval_jaxpr_custom_rules[scan_p] = _scan_pe_custom
+
+
+def _carries_saveable(body, carry_residuals, carry_invars, num_carry, policy, unsaveable):
+    """Keeping a known carry per step saves the value the body computed for it at the step
+    before: allowed only if the policy saves that value (its producing equation's output)."""
+    producers = {v: e for e in body.eqns for v in e.outvars}
+    carry_outs = body.outvars[:num_carry]
+    for r in carry_residuals:
+        out = carry_outs[carry_invars.index(r)]
+        eqn = producers.get(out)
+        if eqn is None or out in unsaveable or not policy(
+                eqn.primitive, *[v.aval for v in eqn.invars], **eqn.params):
+            return False
+    return True
 
 
 def _carry_names(fun, init_tree):

@@ -5,6 +5,9 @@ Operands of an elementwise primitive have equal shapes and dtypes, except that r
 operands broadcast against the others (so ``x * 2.0`` stages as ``mul a 2.0:f32[]``).
 """
 
+import enum
+import operator
+
 import numpy as np
 
 from remat import core, dtypes, lax
@@ -123,6 +126,7 @@ __all__ = [
     "pow_p",
     "rem",
     "rem_p",
+    "RoundingMethod",
     "round",
     "round_p",
     "rsqrt",
@@ -284,8 +288,10 @@ not_p = _unop("not", np.invert, INT_OR_BOOL)
 
 
 def _round_impl(x, rounding_method=0):
-    if rounding_method == 0:  # away from zero
-        return np.copysign(np.floor(np.abs(x) + x.dtype.type(0.5)), x)
+    if rounding_method == 0:  # away from zero: only exact halves move (|x| + 0.5 would round
+        t = np.trunc(x)       # up 0.49999997 and the odd integers beyond 2**23)
+        with np.errstate(invalid="ignore"):
+            return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)
     return np.round(x)
 
 
@@ -678,14 +684,25 @@ eq, ne, lt, le, gt, ge = map(_binary_fn, (eq_p, ne_p, lt_p, le_p, gt_p, ge_p))
 polygamma = _binary_fn(polygamma_p)
 
 
-def round(x, rounding_method=0):
+class RoundingMethod(enum.IntEnum):
+    """How ``round`` breaks ties (as ``jax.lax.RoundingMethod``)."""
+
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
+def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):
     """Round to the nearest integer: 0 = away from zero, 1 = to nearest even."""
-    return round_p.bind(x, rounding_method=int(rounding_method))
+    return round_p.bind(x, rounding_method=int(RoundingMethod(rounding_method)))
 
 
 def integer_pow(x, y):
     """``x ** y`` for a static Python integer ``y``."""
-    return integer_pow_p.bind(x, y=int(y))
+    try:
+        y = operator.index(y)
+    except TypeError:  # int(2.5) would silently compute x ** 2
+        raise TypeError(f"integer_pow requires an integer exponent, got {y!r}") from None
+    return integer_pow_p.bind(x, y=y)
 
 
 def select_n(which, *cases):

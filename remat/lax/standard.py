@@ -89,7 +89,7 @@ def _scalar_as(x, dtype):
     from remat.array import Array
 
     buf = np.asarray(x, dtype=dtype)
-    return Array._new(buf, ShapedArray((), dtype, weak_type=True))
+    return Array._new(buf, ShapedArray((), dtype, weak_type=not isinstance(x, bool)))
 
 
 def canonical_shape(shape, what="shape"):

@@ -76,13 +76,13 @@ relu6.defjvps(lambda g, ans, x: lax.select(
 
 
 def sigmoid(x):
-    """The logistic function ``1 / (1 + exp(-x))``."""
-    return lax.logistic(_inexact(x))
+    """The logistic function ``1 / (1 + exp(-x))`` (float inputs, like ``lax.logistic``)."""
+    return lax.logistic(jnp.asarray(x))
 
 
 def silu(x):
     """``x * sigmoid(x)`` (also called swish)."""
-    x = _inexact(x)
+    x = jnp.asarray(x)
     return x * sigmoid(x)
 
 
@@ -144,8 +144,8 @@ def selu(x):
 
 
 def hard_tanh(x):
-    """``x`` clipped to ``[-1, 1]``."""
-    x = _inexact(x)
+    """``x`` clipped to ``[-1, 1]`` (integers stay integers)."""
+    x = jnp.asarray(x)
     return jnp.where(x > 1, 1, jnp.where(x < -1, -1, x))
 
 
@@ -172,7 +172,7 @@ def soft_sign(x):
 def glu(x, axis=-1):
     """Gated linear unit: the first half of ``x`` along ``axis`` times the sigmoid of the
     second half."""
-    x = _inexact(x)
+    x = jnp.asarray(x)
     size = core.get_aval(x).shape[axis]
     if size % 2:
         raise ValueError(f"glu: the size of axis {axis} must be even, got {size}")

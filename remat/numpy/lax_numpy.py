@@ -15,14 +15,13 @@ import numpy as np
 
 from remat import core, dtypes, lax
 from remat.array import Array, from_numpy
-from remat.core import Tracer
+from remat.core import ShapedArray, Tracer
 
 _max = builtins.max
 _min = builtins.min
 _all = builtins.all
 _any = builtins.any
 _abs = builtins.abs
-_round = builtins.round
 _sum = builtins.sum
 
 # --- scalar types and dtype functions --------------------------------------------------------
@@ -99,6 +98,7 @@ newaxis = None
 ndarray = Array
 
 _python_types = {builtins.bool: "b", int: "i", float: "f", complex: "c"}
+_PY_SCALARS = (builtins.bool, int, float, complex)
 
 
 def _np_type(t):
@@ -285,6 +285,8 @@ def _convert(x, dtype, weak_type=False):
     Concrete values are converted now, so constants are folded rather than staged."""
     if hasattr(x, "aval") and x.aval.dtype == dtype and x.aval.weak_type == weak_type:
         return x
+    if type(x) in _PY_SCALARS:
+        return Array._new(np.array(x, dtype), ShapedArray((), dtype, weak_type))
     if not isinstance(x, Tracer):
         with core.ensure_compile_time_eval():
             return lax.convert_element_type(x, dtype, weak_type)
@@ -1030,8 +1032,30 @@ def signbit(x, /):
     return lax.bitwise_or(lax.lt(x, zero), neg_zero)
 
 
+def _scalar_operand_fits(x1, x2, inexact=False):
+    """True when one operand is an array and the other a Python int/float that promotes to
+    the array's own dtype and weak type: the lax op takes them as they are (the scalar
+    becomes a rank-0 operand of the array's dtype), which saves the promotion machinery on
+    the hottest path (``x * 2.0``)."""
+    if type(x2) in (int, float):
+        arr, scalar = x1, x2
+    elif type(x1) in (int, float):
+        arr, scalar = x2, x1
+    else:
+        return False
+    aval = getattr(arr, "aval", None)
+    if aval is None:
+        return False
+    kind = aval.dtype.kind
+    return kind == "f" or (not inexact and kind in "iu" and type(scalar) is int)
+
+
 def _binary(name, promote, lax_fn, doc, bool_fn=None):
+    inexact = promote is _promote_args_inexact
+
     def fn(x1, x2, /):
+        if _scalar_operand_fits(x1, x2, inexact):
+            return lax_fn(x1, x2)
         x1, x2 = promote(name, x1, x2)
         if bool_fn is not None and _dtype(x1) == dtypes.bool_:
             return bool_fn(x1, x2)
@@ -1056,6 +1080,8 @@ nextafter = _binary("nextafter", _promote_args_inexact, lax.nextafter,
 
 def subtract(x1, x2, /):
     """Elementwise ``x1 - x2``."""
+    if _scalar_operand_fits(x1, x2):
+        return lax.sub(x1, x2)
     x1, x2 = _promote_args("subtract", x1, x2)
     if _dtype(x1) == dtypes.bool_:
         raise TypeError("numpy boolean subtract, the `-` operator, is not supported, use the "
@@ -1065,6 +1091,8 @@ def subtract(x1, x2, /):
 
 def true_divide(x1, x2, /):
     """Elementwise ``x1 / x2``; integers divide in floating point."""
+    if _scalar_operand_fits(x1, x2, inexact=True):
+        return lax.div(x1, x2)
     x1, x2 = _promote_args_inexact("true_divide", x1, x2)
     return lax.div(x1, x2)
 
@@ -1192,12 +1220,16 @@ def float_power(x1, x2, /):
 
 def maximum(x1, x2, /):
     """Elementwise maximum (NaN propagates)."""
+    if _scalar_operand_fits(x1, x2):
+        return lax.max(x1, x2)
     x1, x2 = _promote_args("maximum", x1, x2)
     return lax.max(x1, x2)
 
 
 def minimum(x1, x2, /):
     """Elementwise minimum (NaN propagates)."""
+    if _scalar_operand_fits(x1, x2):
+        return lax.min(x1, x2)
     x1, x2 = _promote_args("minimum", x1, x2)
     return lax.min(x1, x2)
 
@@ -1276,7 +1308,8 @@ def heaviside(x1, x2, /):
 
 def _comparison(name, lax_fn):
     def fn(x1, x2, /):
-        x1, x2 = _promote_args(name, x1, x2)
+        if not _scalar_operand_fits(x1, x2):
+            x1, x2 = _promote_args(name, x1, x2)
         return _weakly_bool(lax_fn(x1, x2), x1, x2)
 
     fn.__name__ = name
@@ -2210,6 +2243,322 @@ def argwhere(a, *, size=None, fill_value=None):
     return stack(nonzero(a, size=size, fill_value=fill_value), axis=1)
 
 
+# --- more array manipulation ----------------------------------------------------------------
+
+
+def copy(a, order=None):
+    """A copy of ``a`` (a new buffer)."""
+    return lax.copy(_arr(a))
+
+
+def append(arr, values, axis=None):
+    """``values`` appended to ``arr`` (both flattened when ``axis`` is None)."""
+    if axis is None:
+        return concatenate([ravel(arr), ravel(values)], 0)
+    return concatenate([arr, values], axis)
+
+
+def diff(a, n=1, axis=-1, prepend=None, append=None):
+    """The ``n``-th discrete difference along ``axis``."""
+    _check_arraylike("diff", a)
+    a = _arr(a)
+    n = _static_int(n, "n")
+    if n < 0:
+        raise ValueError(f"order must be non-negative but got {n}")
+    axis = _canonicalize_axis(axis, a.ndim)
+
+    def edge(v):
+        v = _arr(v)
+        return broadcast_to(v, _with(_shape(a), axis, 1)) if v.ndim == 0 else v
+
+    parts = ([edge(prepend)] if prepend is not None else []) + [a] + \
+        ([edge(append)] if append is not None else [])
+    if len(parts) > 1:
+        a = concatenate(parts, axis)
+    if a.ndim == 0 or n == 0:
+        return a
+    op = lax.bitwise_xor if _dtype(a) == dtypes.bool_ else lax.sub
+    for _ in range(n):
+        m = _shape(a)[axis]
+        a = op(_slice_axis(a, axis, 1, _max(m, 1)), _slice_axis(a, axis, 0, _max(m - 1, 0)))
+    return a
+
+
+def ediff1d(ary, to_end=None, to_begin=None):
+    """Differences of consecutive elements of the flattened array."""
+    out = diff(ravel(ary))
+    parts = [ravel(asarray(to_begin))] if to_begin is not None else []
+    parts.append(out)
+    if to_end is not None:
+        parts.append(ravel(asarray(to_end)))
+    return concatenate(parts, 0) if len(parts) > 1 else out
+
+
+def unstack(x, /, *, axis=0):
+    """The slices of ``x`` along ``axis``, as a tuple."""
+    x = _arr(x)
+    axis = _canonicalize_axis(axis, x.ndim)
+    return tuple(lax.squeeze(_slice_axis(x, axis, i, i + 1), (axis,))
+                 for i in range(_shape(x)[axis]))
+
+
+def _static_index_arrays(arrays):
+    idx_dtype = dtypes.default_int_dtype()
+    return tuple(from_numpy(np.asarray(a).astype(idx_dtype), idx_dtype) for a in arrays)
+
+
+def tril_indices(n, k=0, m=None):
+    """Row and column indices of the lower triangle of an ``n x m`` matrix."""
+    return _static_index_arrays(np.tril_indices(_static_int(n, "n"), _static_int(k, "k"),
+                                                None if m is None else _static_int(m, "m")))
+
+
+def triu_indices(n, k=0, m=None):
+    """Row and column indices of the upper triangle of an ``n x m`` matrix."""
+    return _static_index_arrays(np.triu_indices(_static_int(n, "n"), _static_int(k, "k"),
+                                                None if m is None else _static_int(m, "m")))
+
+
+def tril_indices_from(arr, k=0):
+    """``tril_indices`` for the shape of the 2-D ``arr``."""
+    s = shape(arr)
+    if len(s) != 2:
+        raise ValueError("input array must be 2-d")
+    return tril_indices(s[0], k, s[1])
+
+
+def triu_indices_from(arr, k=0):
+    """``triu_indices`` for the shape of the 2-D ``arr``."""
+    s = shape(arr)
+    if len(s) != 2:
+        raise ValueError("input array must be 2-d")
+    return triu_indices(s[0], k, s[1])
+
+
+def diag_indices(n, ndim=2):
+    """Indices of the main diagonal of an ``n x ... x n`` array."""
+    return _static_index_arrays(np.diag_indices(_static_int(n, "n"), _static_int(ndim, "ndim")))
+
+
+def diag_indices_from(arr):
+    """``diag_indices`` for the (all equal) shape of ``arr``."""
+    s = shape(arr)
+    if len(s) < 2 or len(set(s)) != 1:
+        raise ValueError("All dimensions of input must be of equal length")
+    return diag_indices(s[0], len(s))
+
+
+def indices(dimensions, dtype=None, sparse=False):
+    """A grid of indices, one array per dimension."""
+    dims = tuple(_static_int(d, "dimensions") for d in dimensions)
+    d = dtypes.default_int_dtype() if dtype is None else _canon(dtype)
+    out = []
+    for i, n in enumerate(dims):
+        if sparse:
+            s = [1] * len(dims)
+            s[i] = n
+            out.append(lax.broadcasted_iota(d, tuple(s), i))
+        else:
+            out.append(lax.broadcasted_iota(d, dims, i))
+    return tuple(out) if sparse else stack(out) if out else lax.full((0,), 0, d)
+
+
+def unravel_index(indices, shape):
+    """Coordinates of flat ``indices`` in an array of ``shape`` (negative indices count
+    from the end; out-of-range ones are clipped)."""
+    shape = tuple(_static_int(d, "shape") for d in shape)
+    idx = _arr(indices)
+    if not dtypes.is_integer(_dtype(idx)):
+        raise TypeError("only int indices permitted")
+    size_ = math.prod(shape)
+    idx = _normalize_index(idx, size_)
+    idx = lax.clamp(_const(idx, 0), idx, _const(idx, _max(size_ - 1, 0)))
+    out = []
+    for stride in [math.prod(shape[i + 1:]) for i in range(len(shape))]:
+        out.append(lax.div(idx, _const(idx, stride)))
+        idx = lax.rem(idx, _const(idx, stride))
+    return tuple(out)
+
+
+def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
+    """Flat indices of the coordinates ``multi_index`` in an array of shape ``dims``
+    (``mode='clip'`` or ``'wrap'`` for out-of-range coordinates)."""
+    dims = tuple(_static_int(d, "dims") for d in dims)
+    if len(multi_index) != len(dims):
+        raise ValueError(f"parameter multi_index must be a sequence of length {len(dims)}")
+    if order not in ("C", "F"):
+        raise ValueError("only 'C' or 'F' order is permitted")
+    idx = [_arr(i) for i in multi_index]
+    idx = list(broadcast_arrays(*idx))
+    idx = _promote_dtypes(*idx)
+    out = None
+    strides = [math.prod(dims[i + 1:]) for i in range(len(dims))] if order == "C" else \
+        [math.prod(dims[:i]) for i in range(len(dims))]
+    for i, n, stride in zip(idx, dims, strides):
+        if mode == "wrap":
+            i = remainder(i, n)
+        elif mode == "clip":
+            i = clip(i, 0, n - 1)
+        elif mode == "raise":
+            concrete = i.concrete_value() if isinstance(i, Tracer) else np.asarray(i)
+            if concrete is None:
+                raise core.ConcretizationTypeError(
+                    i, "The error occurred because ravel_multi_index was called with "
+                       "mode='raise' on traced indices; use mode='clip' or 'wrap'.")
+            if (np.asarray(concrete) < 0).any() or (np.asarray(concrete) >= n).any():
+                raise ValueError("invalid entry in coordinates array")
+        else:
+            raise ValueError(f"invalid mode={mode!r}. Expected 'raise', 'wrap', or 'clip'")
+        term = multiply(i, stride)
+        out = term if out is None else add(out, term)
+    return out
+
+
+def isin(element, test_elements, assume_unique=False, invert=False):
+    """Whether each element of ``element`` is in ``test_elements``."""
+    e, t = _arr(element), ravel(test_elements)
+    e, t = _promote_dtypes(e, t)
+    n = _shape(t)[0]
+    es = _shape(e)
+    eb = lax.broadcast_in_dim(e, es + (n,), tuple(range(len(es))))
+    tb = lax.broadcast_in_dim(t, es + (n,), (len(es),))
+    found = lax.reduce_or(lax.eq(eb, tb), (len(es),))
+    return lax.bitwise_not(found) if invert else found
+
+
+def iscomplexobj(x):
+    """Whether ``x`` has a complex dtype."""
+    return _dtype(_arr(x)).kind == "c"
+
+
+def isrealobj(x):
+    """Whether ``x`` has a non-complex dtype."""
+    return not iscomplexobj(x)
+
+
+def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
+    """Numbers spaced evenly on a log scale from ``start`` to ``stop``."""
+    d = _canon(dtype) if dtype is not None else \
+        result_type(start, stop, dtypes.default_float_dtype())
+    cd = _to_inexact_dtype(d)
+    start, stop = _convert(_arr(start), cd), _convert(_arr(stop), cd)
+    sign = lax.sign(start)
+    logs = linspace(log10(lax.abs(start)), log10(lax.abs(stop)), num, endpoint=endpoint,
+                    axis=axis)
+    out = lax.mul(power(lax.full((), 10, cd), logs), _bcast_along(sign, logs, axis))
+    return _convert(out, d)
+
+
+def _bcast_along(x, like, axis):
+    s = _shape(like)
+    axis = _canonicalize_axis(axis, len(s))
+    dims = tuple(i for i in range(len(s)) if i != axis)
+    return lax.broadcast_in_dim(_broadcast_to_shape(x, tuple(s[i] for i in dims)), s, dims)
+
+
+def matvec(x1, x2, /):
+    """Matrix-vector products over the leading (batch) axes."""
+    return matmul(x1, expand_dims(x2, -1))[..., 0]
+
+
+def vecmat(x1, x2, /):
+    """Vector-matrix products over the leading (batch) axes."""
+    return matmul(expand_dims(conjugate(x1), -2), x2)[..., 0, :]
+
+
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+    """The integral of ``y`` by the trapezoidal rule (samples at ``x`` or spacing ``dx``)."""
+    y = _arr(y)
+    axis = _canonicalize_axis(axis, y.ndim)
+    y = moveaxis(y, axis, -1)
+    if x is None:
+        dx_ = _arr(dx)
+    else:
+        x = _arr(x)
+        dx_ = diff(x if x.ndim == 1 else moveaxis(x, axis, -1), axis=-1)
+    mid = multiply(add(y[..., 1:], y[..., :-1]), 0.5)
+    from remat.numpy import reductions
+
+    return reductions.sum(multiply(dx_, mid), axis=-1)
+
+
+class _IndexExpression:
+    """``s_[...]`` / ``index_exp[...]``: the index itself (a tuple for ``index_exp``)."""
+
+    def __init__(self, maketuple):
+        self.maketuple = maketuple
+
+    def __getitem__(self, item):
+        if self.maketuple and not isinstance(item, tuple):
+            return (item,)
+        return item
+
+
+s_ = _IndexExpression(False)
+index_exp = _IndexExpression(True)
+
+
+def ix_(*args):
+    """Open-mesh index arrays from 1-D sequences, for outer indexing."""
+    out = []
+    n = len(args)
+    for i, a in enumerate(args):
+        a = _arr(a)
+        if a.ndim != 1:
+            raise ValueError(f"Cross index must be 1 dimensional, got {a.ndim}")
+        if _dtype(a) == dtypes.bool_:
+            raise NotImplementedError("Boolean arguments to jnp.ix_ are not supported")
+        s = [1] * n
+        s[i] = _shape(a)[0]
+        out.append(lax.reshape(a, tuple(s)))
+    return tuple(out)
+
+
+def apply_along_axis(func1d, axis, arr, *args, **kwargs):
+    """``func1d`` applied to the 1-D slices of ``arr`` along ``axis`` (with ``vmap``)."""
+    from remat.api import vmap
+
+    arr = _arr(arr)
+    axis = _canonicalize_axis(axis, arr.ndim)
+
+    def fn(x):
+        return func1d(x, *args, **kwargs)
+
+    # the axes after ``axis`` (outermost: the last) map to trailing output axes; the axes
+    # before it map to leading ones
+    for i in range(1, arr.ndim - axis):
+        fn = vmap(fn, in_axes=i, out_axes=-1)
+    for _ in range(axis):
+        fn = vmap(fn, in_axes=0, out_axes=0)
+    return fn(arr)
+
+
+def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
+    """``pyfunc`` mapped over the elements of its array arguments (broadcast together), by
+    ``vmap``; no ``signature`` support (core dimensions) beyond scalars."""
+    if signature is not None:
+        raise NotImplementedError("jnp.vectorize with a signature is not supported")
+    from remat.api import vmap
+
+    def wrapped(*args, **kwargs):
+        positions = [i for i in range(len(args)) if i not in excluded]
+        arrays = broadcast_arrays(*[args[i] for i in positions])
+        nd = len(_shape(arrays[0])) if arrays else 0
+
+        def call(*xs):
+            full = list(args)
+            for i, x in zip(positions, xs):
+                full[i] = x
+            return pyfunc(*full, **kwargs)
+
+        fn = call
+        for _ in range(nd):
+            fn = vmap(fn)
+        return fn(*arrays)
+
+    return wrapped
+
+
 # --- sorting ---------------------------------------------------------------------------------
 
 
@@ -2310,6 +2659,14 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
                          f"{_shape(a)} and {_shape(b)}")
     a_vec, b_vec = a.ndim == 1, b.ndim == 1
     sa, sb = _shape(a), _shape(b)
+    if b.ndim <= 2:
+        # no batch axes on b: dot_general's (a's free axes, b's free axes) is matmul's order
+        return _dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())), precision,
+                            preferred_element_type)
+    if a.ndim == b.ndim and sa[:-2] == sb[:-2]:
+        batch = tuple(range(a.ndim - 2))
+        return _dot_general(a, b, (((a.ndim - 1,), (b.ndim - 2,)), (batch, batch)), precision,
+                            preferred_element_type)
     a_batch = sa[:-2] if not a_vec else ()
     b_batch = sb[:-2] if not b_vec else ()
     nb = _max(len(a_batch), len(b_batch))
@@ -2365,7 +2722,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     order += [i for i, _ in b_free_positions]
     if not b_vec:
         order.append(nb + (0 if a_vec else 1))  # b's column axis
-    perm = tuple(int(p) for p in np.argsort(order))
+    perm = tuple(sorted(range(len(order)), key=order.__getitem__))
     return lax.transpose(out, perm)
 
 

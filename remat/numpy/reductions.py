@@ -25,16 +25,17 @@ from remat.numpy.lax_numpy import (
     broadcast_to,
     isclose,
     isnan,
+    moveaxis,
     ravel,
     where,
 )
-
-_bool = builtins.bool
 
 
 def _reduction_axes(axis, nd):
     if axis is None:
         return tuple(range(nd))
+    if isinstance(axis, (int, np.integer)):
+        return (_canonicalize_axis(axis, nd),)
     axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
     out = tuple(_canonicalize_axis(a, nd) for a in axes)
     if len(set(out)) != len(out):
@@ -113,24 +114,6 @@ def _reduce(name, a, axis, dtype, keepdims, initial, where_, *, op, combine, ide
         out = combine(out, init)
     out = _convert(out, result_dtype, False)
     return _keep(out, axes, nd, keepdims)
-
-
-def _lowest(d):
-    d = np.dtype(d)
-    if d == dtypes.bool_:
-        return False
-    if d.kind in "iu":
-        return np.iinfo(d).min
-    return -np.inf
-
-
-def _highest(d):
-    d = np.dtype(d)
-    if d == dtypes.bool_:
-        return True
-    if d.kind in "iu":
-        return np.iinfo(d).max
-    return np.inf
 
 
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
@@ -524,6 +507,111 @@ def array_equiv(a1, a2):
     except ValueError:
         return lax.full((), False, dtypes.bool_)
     return all(equal(a1, a2))
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
+    """The array-API running product (``include_initial`` prepends a one)."""
+    x = _arr(x)
+    if axis is None:
+        if x.ndim != 1:
+            raise ValueError("axis must be specified for cumulative_prod of arrays of "
+                             "dimension greater than 1")
+        axis = 0
+    out = cumprod(x, axis=axis, dtype=dtype)
+    if include_initial:
+        axis = _canonicalize_axis(axis, x.ndim)
+        oshape = _shape(out)[:axis] + (1,) + _shape(out)[axis + 1:]
+        out = lax.concatenate([lax.full(oshape, 1, _dtype(out)), out], axis)
+    return out
+
+
+def nanargmax(a, axis=None, out=None, keepdims=None):
+    """``argmax`` ignoring NaNs (ValueError-free: an all-NaN slice gives -1)."""
+    a = _arr(a)
+    if not dtypes.is_inexact(_dtype(a)):
+        return argmax(a, axis=axis, keepdims=keepdims)
+    nan_mask = isnan(a)
+    out = argmax(where(nan_mask, -np.inf, a), axis=axis, keepdims=keepdims)
+    return where(all(nan_mask, axis=axis, keepdims=keepdims), -1, out)
+
+
+def nanargmin(a, axis=None, out=None, keepdims=None):
+    """``argmin`` ignoring NaNs (an all-NaN slice gives -1)."""
+    a = _arr(a)
+    if not dtypes.is_inexact(_dtype(a)):
+        return argmin(a, axis=axis, keepdims=keepdims)
+    nan_mask = isnan(a)
+    out = argmin(where(nan_mask, np.inf, a), axis=axis, keepdims=keepdims)
+    return where(all(nan_mask, axis=axis, keepdims=keepdims), -1, out)
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False):
+    """The ``q``-th quantiles (``q`` in [0, 1], a scalar or 1-D) along ``axis``, with
+    NumPy's methods linear, lower, higher, nearest and midpoint."""
+    _check_arraylike("quantile", a, q)
+    a = _arr(a)
+    d = _to_inexact_dtype(_dtype(a))
+    x = _convert(a, d)
+    nd = x.ndim
+    axes = _reduction_axes(axis, nd)
+    kept = [i for i in range(nd) if i not in axes]
+    x = lax.transpose(x, tuple(kept) + axes)
+    n = math.prod(_shape(a)[i] for i in axes)
+    x = lax.reshape(x, tuple(_shape(x)[:len(kept)]) + (n,))
+    if n == 0:
+        raise ValueError("quantile of an empty axis is undefined")
+    s = lax.sort(x, dimension=len(kept))
+    q_arr = _convert(_arr(q), d)
+    if q_arr.ndim > 1:
+        raise ValueError("q must be a scalar or 1d")
+    pos = lax.mul(q_arr, lax.full((), n - 1, d))
+    lo = lax.floor(pos)
+    hi = lax.ceil(pos)
+    if method == "lower":
+        hi = lo
+    elif method == "higher":
+        lo = hi
+    elif method == "nearest":
+        lo = hi = lax.round(pos, 1)
+    elif method not in ("linear", "midpoint"):
+        raise ValueError(f"method can only be 'linear', 'lower', 'higher', 'midpoint', or "
+                         f"'nearest', got {method!r}")
+    from remat.numpy.lax_numpy import take
+
+    def gather(i):
+        idx = lax.convert_element_type(i, dtypes.int32)
+        g = take(s, idx, axis=len(kept), mode="clip")
+        return moveaxis(g, len(kept), 0) if q_arr.ndim else g
+
+    lo_v, hi_v = gather(lo), gather(hi)
+    if method == "midpoint":
+        out = lax.mul(lax.add(lo_v, hi_v), lax.full((), 0.5, d))
+    else:
+        frac = lax.sub(pos, lo)
+        if q_arr.ndim:
+            frac = lax.broadcast_in_dim(frac, _shape(lo_v), (0,))
+        out = lax.add(lo_v, lax.mul(frac, lax.sub(hi_v, lo_v)))
+    has_nan = any(isnan(x), axis=len(kept))
+    if q_arr.ndim:
+        has_nan = broadcast_to(has_nan, _shape(out))
+    out = lax.select(has_nan, lax.full(_shape(out), np.nan, d), out)
+    if keepdims:
+        lead = (_shape(out)[0],) if q_arr.ndim else ()
+        rest = _shape(out)[len(lead):]
+        full_shape = list(rest)
+        for ax in axes:
+            full_shape.insert(ax, 1)
+        out = lax.reshape(out, lead + tuple(full_shape))
+    return out
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False):
+    """``quantile`` with ``q`` in percent."""
+    d = _to_inexact_dtype(_dtype(_arr(q)))
+    q = lax.div(_convert(_arr(q), d), lax.full((), 100, d))
+    return quantile(a, q, axis=axis, method=method, keepdims=keepdims)
 
 
 __all__ = [n for n, v in list(globals().items())

@@ -39,7 +39,9 @@ def call(random, case):
 
 def encode(out):
     out = np.asarray(out)
-    if out.dtype.kind == "f":
+    if out.dtype.kind == "c":  # real and imaginary parts, interleaved
+        flat = out.reshape(-1).view(_UINT[out.dtype.itemsize // 2])
+    elif out.dtype.kind == "f":
         flat = out.reshape(-1).view(_UINT[out.dtype.itemsize])
     elif out.dtype.kind == "b":
         flat = out.reshape(-1).astype(np.uint8)
@@ -77,6 +79,9 @@ def cases(x64):
         add("normal", k, [9], dtype)
         add("gumbel", k, [5], dtype)
         add("bernoulli", k, arr(0.3, dtype), [10])
+    add("normal", k, [4], "complex64")
+    if x64:
+        add("normal", k, [4], "complex128")
     add("gumbel", k, [5], "float32", "high")
     add("bernoulli", k, 0.5, [6], "high")
     add("uniform", k, [4], minval=arr([0.0, 1.0, 2.0, 3.0], "float32"), maxval=10.0)
@@ -91,6 +96,8 @@ def cases(x64):
     add("categorical", k, logits, 0, [3, 5])
     add("categorical", k, logits, -1, [2, 2], False)
     add("permutation", k, 10)
+    if not x64:
+        add("permutation", k, 2000)  # 3 log(2000) / log(2**32 - 1) > 1: two sorting rounds
     add("permutation", k, arr(np.arange(12).reshape(3, 4), "int32"), 1)
     add("permutation", k, arr(np.arange(12).reshape(3, 4), "int32"), 1, True)
     add("choice", k, 10, [3])
