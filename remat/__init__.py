@@ -29,6 +29,7 @@ from remat.core import ensure_compile_time_eval
 from remat.custom_derivatives import custom_jvp, custom_vjp
 from remat import ad_checkpoint
 from remat.callback import io_callback
+from remat import nn, random
 from remat.ad_checkpoint import checkpoint, checkpoint_policies, remat
 
 __version__ = "0.1.0"
