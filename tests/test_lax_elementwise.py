@@ -432,7 +432,7 @@ def _scalar_args(op, kind):
     return out
 
 
-def _same_result(ours, theirs, weak=True):
+def assert_same_result(ours, theirs, weak=True):
     """Same dtype, weak type and shape as JAX's result (an array or a ShapeDtypeStruct)."""
     assert ours.dtype == theirs.dtype, (ours.dtype, theirs.dtype)
     if weak:
@@ -456,7 +456,7 @@ def test_weak_types_match_jax(name):
                 op.call(lax, *args)
             continue
         # Python bools: see test_python_bool_scalars_are_strong
-        _same_result(op.call(lax, *args), theirs, weak=kind != "bool")
+        assert_same_result(op.call(lax, *args), theirs, weak=kind != "bool")
     if "f" not in op.kinds or name.startswith("select") or name == "clamp":
         return  # select_n and clamp: see test_weak_operand_of_select_and_clamp
     # one strong operand (rank 0 or an array), the others Python scalars, in each position
@@ -467,7 +467,7 @@ def test_weak_types_match_jax(name):
             continue
         for strong in (arrays[i], arrays[i][0, 0]):
             args = [strong if j == i else s for j, s in enumerate(scalars)]
-            _same_result(op.call(lax, *args), _jax_shape(op, args))
+            assert_same_result(op.call(lax, *args), _jax_shape(op, args))
 
 
 def test_python_bool_scalars_are_strong():
@@ -481,11 +481,11 @@ def test_python_bool_scalars_are_strong():
 def test_weak_operand_of_select_and_clamp():
     jlax = _jax_lax()
     x = np.float32([0.2, 1.7, -3])
-    _same_result(lax.clamp(0.0, x, 1.0), jlax.clamp(0.0, x, 1.0))
-    _same_result(lax.clamp(0.0, 2.5, 1.0), jlax.clamp(0.0, 2.5, 1.0))
-    _same_result(lax.select(True, 1.0, 2.0), jlax.select(True, 1.0, 2.0))
+    assert_same_result(lax.clamp(0.0, x, 1.0), jlax.clamp(0.0, x, 1.0))
+    assert_same_result(lax.clamp(0.0, 2.5, 1.0), jlax.clamp(0.0, 2.5, 1.0))
+    assert_same_result(lax.select(True, 1.0, 2.0), jlax.select(True, 1.0, 2.0))
     w = np.asarray(1, np.int32)
-    _same_result(lax.select_n(w, 1.0, 2.0, 3.0), jlax.select_n(w, 1.0, 2.0, 3.0))
+    assert_same_result(lax.select_n(w, 1.0, 2.0, 3.0), jlax.select_n(w, 1.0, 2.0, 3.0))
 
 
 # --- rank-0 broadcasting -----------------------------------------------------------------------

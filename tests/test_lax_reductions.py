@@ -351,7 +351,7 @@ def test_cummax_ties_share_like_reduce_max():
 # --- vmap --------------------------------------------------------------------------------------
 
 
-def _vmap_vs_loop(f, x, in_axis):
+def assert_vmap_matches_loop(f, x, in_axis):
     out = remat.vmap(f, in_axes=in_axis)(x)
     expected = np.stack([np.asarray(f(np.take(x, i, axis=in_axis)))
                          for i in range(x.shape[in_axis])])
@@ -365,16 +365,16 @@ def test_vmap_reductions(in_axis):
     xi = _rand((3, 4, 5), np.int32)
     for axes in [(), (0,), (1,), (0, 1)]:
         for fn in (lax.reduce_sum, lax.reduce_max, lax.reduce_min, lax.reduce_prod):
-            _vmap_vs_loop(lambda x, fn=fn, axes=axes: fn(x, axes), x, in_axis)
+            assert_vmap_matches_loop(lambda x, fn=fn, axes=axes: fn(x, axes), x, in_axis)
         for fn in (lax.reduce_and, lax.reduce_or):
-            _vmap_vs_loop(lambda x, fn=fn, axes=axes: fn(x, axes), xi, in_axis)
+            assert_vmap_matches_loop(lambda x, fn=fn, axes=axes: fn(x, axes), xi, in_axis)
     for axis in (0, 1):
         for fn in (lax.argmax, lax.argmin):
-            _vmap_vs_loop(lambda x, fn=fn, a=axis: fn(x, a, np.int32), x, in_axis)
+            assert_vmap_matches_loop(lambda x, fn=fn, a=axis: fn(x, a, np.int32), x, in_axis)
         for name in sorted(CUM):
             for reverse in (False, True):
                 f = getattr(lax, name)
-                _vmap_vs_loop(lambda x, f=f, a=axis, r=reverse: f(x, a, r), x, in_axis)
+                assert_vmap_matches_loop(lambda x, f=f, a=axis, r=reverse: f(x, a, r), x, in_axis)
 
 
 def test_vmap_of_derivatives():
@@ -384,6 +384,6 @@ def test_vmap_of_derivatives():
         return lax.reduce_sum(lax.mul(lax.cumprod(x, 1), lax.cummax(x, 0, True)), (0, 1))
 
     g = remat.grad(lambda x: lax.reduce_sum(lax.reduce_prod(x, (1,)), (0,)))
-    _vmap_vs_loop(g, x, 1)
-    _vmap_vs_loop(remat.grad(f), x, 2)
-    _vmap_vs_loop(lambda x: remat.jvp(f, (x,), (lax.full_like(x, 1.0),))[1], x, 0)
+    assert_vmap_matches_loop(g, x, 1)
+    assert_vmap_matches_loop(remat.grad(f), x, 2)
+    assert_vmap_matches_loop(lambda x: remat.jvp(f, (x,), (lax.full_like(x, 1.0),))[1], x, 0)
