@@ -168,11 +168,18 @@ def result_type_of(pairs):
 
 @functools.lru_cache(maxsize=4096)
 def _result_type_cached(pairs, x64):
+    pairs = [(canonicalize_dtype(d), bool(w)) for d, w in pairs]
+    if len(pairs) == 1:
+        return pairs[0]
+    if len({d for d, _ in pairs}) == 1 and not all(w for _, w in pairs):
+        return pairs[0][0], False
+    if all(w for _, w in pairs):  # all weak: join the dtypes themselves, stay weak
+        nodes = tuple(sorted({d for d, _ in pairs}, key=str))
+        return canonicalize_dtype(nodes[0] if len(nodes) == 1 else _join(nodes)), True
     nodes = tuple(sorted({_node(d, w) for d, w in pairs}, key=str))
     node = nodes[0] if len(nodes) == 1 else _join(nodes)
-    if node in _WEAK:
-        dtypes = [np.dtype(d) for d, w in pairs if _node(d, w) == node]
-        return canonicalize_dtype(dtypes[0] if dtypes else _weak_node_dtype(node)), True
+    if node in _WEAK:  # the join is a weak kind: that kind's default dtype
+        return canonicalize_dtype(_weak_node_dtype(node)), True
     return canonicalize_dtype(node), False
 
 

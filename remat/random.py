@@ -17,8 +17,16 @@ plain NumPy evaluation of the same formulas gives: XLA fuses ``a * b + c`` into 
 multiply-add (one rounding) in float32 and float64, and evaluates ``log``/``log1p`` (float32)
 and ``erf_inv`` with its own polynomials. The private primitives ``fma``, ``xla_log``,
 ``xla_log1p`` and ``xla_erf_inv`` below compute exactly those roundings, so ``uniform`` (any
-``minval``/``maxval``), ``normal``, ``gumbel``, ``categorical`` and ``bernoulli`` equal
-``jax.random`` to the last bit in float16, float32 and float64 (the tests compare with JAX).
+``minval``/``maxval``), ``normal`` (real and complex), ``gumbel``, ``categorical``,
+``bernoulli`` and ``choice`` equal ``jax.random`` on CPU to the last bit in float16, float32
+and float64 (the tests compare with JAX). The reference is JAX's own call, as made eagerly:
+inside a user's ``jax.jit`` XLA may also fold constant bounds into the arithmetic, which can
+move a float16 ``uniform`` draw by an ulp (JAX's ``gumbel`` does this internally, and ``gumbel``
+here follows it).
+
+Keys carry no derivative (``threefry2x32`` has a zero JVP; ``grad`` with ``allow_int=True``
+gives float0 cotangents for them), while ``uniform`` is differentiable in ``minval`` and
+``maxval`` as in JAX.
 """
 
 import math

@@ -242,6 +242,21 @@ def test_fma_is_correctly_rounded(dtype, rng):
         assert (plain != out).any()  # the cases do exercise the single rounding
 
 
+@pytest.mark.parametrize("dtype,a,b,c,expected", [
+    # a * b is exactly halfway between two floats of the dtype and c breaks the tie. In float32
+    # c is below what float64 can see next to a * b, so rounding a * b + c to float64 first
+    # lands on the tie and then rounds the wrong way (float16 sums are exact in float64)
+    (np.float32, 1 + 2.0**-12, 1 + 2.0**-12, 2.0**-80, 1 + 2.0**-11 + 2.0**-23),
+    (np.float32, 1 + 2.0**-12, 1 + 2.0**-12, -(2.0**-80), 1 + 2.0**-11),
+    (np.float16, 1 + 2.0**-4, 1 + 2.0**-7, 2.0**-24, 1 + 2.0**-4 + 2.0**-7 + 2.0**-10),
+], ids=["f32-up", "f32-down", "f16-up"])
+def test_fma_double_rounding_cases(dtype, a, b, c, expected):
+    a, b, c = dtype(a), dtype(b), dtype(c)
+    out = random.fma_p.bind(a, b, c)
+    assert out.dtype == dtype and float(out) == expected
+    assert float(out) == float(_exact_fma([a], [b], [c], dtype)[0])
+
+
 def test_fma_special_values():
     f = np.float32
     a = f([np.inf, np.nan, 1.0, 0.0, 3e38, -0.0])

@@ -611,7 +611,7 @@ def _convert_impl(x, new_dtype, weak_type):
     if new_dtype.kind in "iu" and x.dtype.kind == "f":
         # JAX saturates and maps NaN to 0; NumPy's out-of-range casts are undefined
         info = np.iinfo(new_dtype)
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):
             t = np.trunc(x)
             hi, lo = t >= float(info.max), t <= float(info.min)
             out = np.where(hi | lo | np.isnan(t), 0, t).astype(new_dtype)
