@@ -16,9 +16,10 @@ import numpy as np
 from remat import core, dtypes, lax
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
-from remat.lax.standard import standard_primitive
+from remat.lax.standard import FLOAT, check_dtype, standard_primitive
 
 __all__ = [
+    "svd_p",
     "Precision",
     "batch_matmul",
     "dot",
@@ -405,3 +406,129 @@ def batch_matmul(lhs, rhs, precision=None):
         raise ValueError(f"Arguments to batch_matmul must have same ndim, got {ln}, {rn}")
     batch = tuple(range(ln - 2))
     return dot_general(lhs, rhs, (((ln - 1,), (rn - 2,)), (batch, batch)), precision=precision)
+
+
+def _shape(x):
+    return core.get_aval(x).shape
+
+
+def _dtype(x):
+    return core.get_aval(x).dtype
+
+
+# --- the svd primitive -----------------------------------------------------------------------
+
+
+def _svd_abstract_eval(x, *, full_matrices, compute_uv):
+    check_dtype("svd", x, FLOAT)
+    if x.ndim < 2:
+        raise ValueError(f"svd requires an operand of at least two dimensions, got shape "
+                         f"{x.shape}")
+    *batch, m, n = x.shape
+    k = min(m, n)
+    s = ShapedArray((*batch, k), x.dtype)
+    if not compute_uv:
+        return [s]
+    um, vn = (m, n) if full_matrices else (k, k)
+    return [s, ShapedArray((*batch, m, um), x.dtype), ShapedArray((*batch, vn, n), x.dtype)]
+
+
+def _svd_impl(x, *, full_matrices, compute_uv):
+    if not compute_uv:
+        return [np.linalg.svd(x, compute_uv=False)]
+    u, s, vt = np.linalg.svd(x, full_matrices=full_matrices)
+    return [s, u, vt]
+
+
+svd_p = standard_primitive("svd", _svd_impl, _svd_abstract_eval, multiple_results=True)
+
+
+def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
+    """ds = diag(U^T dA V); for U and V the standard formulas for distinct singular values
+    (thin factors only)."""
+    (a,), (da,) = primals, tangents
+    s, u, vt = svd_p.bind(a, full_matrices=False, compute_uv=True)
+    da = ad.instantiate_zeros(da)
+    v = _mT(vt)
+    dav = lax.dot_general(da, v, *_bmm_dims(da))
+    ut_da_v = lax.dot_general(_mT(u), dav, *_bmm_dims(u))
+    ds = _diag_of(ut_da_v)
+    if not compute_uv:
+        return [s], [ds]
+    if full_matrices and _shape(a)[-1] != _shape(a)[-2]:
+        raise NotImplementedError("differentiating svd with full_matrices=True is only "
+                                  "defined for square matrices")
+    k = _shape(s)[-1]
+    s_row = lax.broadcast_in_dim(s, _shape(s)[:-1] + (k, k), tuple(range(len(_shape(s)))))
+    s_col = lax.broadcast_in_dim(s, _shape(s)[:-1] + (k, k),
+                                 tuple(range(len(_shape(s)) - 1)) + (len(_shape(s)),))
+    s_sq_diff = lax.sub(lax.square(s_row), lax.square(s_col))
+    eye = _eye_like(s_sq_diff)
+    safe = lax.select(lax.eq(eye, lax.full((), 1, _dtype(eye))),
+                      lax.full_like(s_sq_diff, 1), s_sq_diff)
+    f = lax.select(lax.eq(eye, lax.full((), 1, _dtype(eye))), lax.full_like(s_sq_diff, 0),
+                   lax.div(lax.full_like(s_sq_diff, 1), safe))
+    s_diag = lax.mul(eye, s_col)
+    dp = ut_da_v
+    dpt = _mT(dp)
+    # dU = U (F o (dP S + S dP^T)) ; dV = V (F o (S dP + dP^T S))   (thin case, square-ish)
+    s_dp = lax.dot_general(s_diag, dp, *_bmm_dims(s_diag))
+    dp_s = lax.dot_general(dp, s_diag, *_bmm_dims(dp))
+    s_dpt = lax.dot_general(s_diag, dpt, *_bmm_dims(s_diag))
+    dpt_s = lax.dot_general(dpt, s_diag, *_bmm_dims(dpt))
+    omega_u = lax.mul(lax.neg(f), lax.add(dp_s, s_dpt))
+    omega_v = lax.mul(lax.neg(f), lax.add(s_dp, dpt_s))
+    du = lax.dot_general(u, omega_u, *_bmm_dims(u))
+    dv = lax.dot_general(v, omega_v, *_bmm_dims(v))
+    m, n = _shape(a)[-2:]
+    s_inv = lax.div(lax.full_like(s, 1), s)
+
+    def scale_columns(x):  # x S^-1
+        nb = len(_shape(s)) - 1
+        return lax.mul(x, lax.broadcast_in_dim(s_inv, _shape(x), tuple(range(nb)) + (nb + 1,)))
+
+    if m > k:  # the part of dA V outside span(U)
+        proj = lax.sub(dav, lax.dot_general(u, ut_da_v, *_bmm_dims(u)))
+        du = lax.add(du, scale_columns(proj))
+    if n > k:  # the part of dA^T U outside span(V)
+        ut_da = lax.dot_general(_mT(u), da, *_bmm_dims(u))
+        proj = lax.sub(_mT(ut_da), lax.dot_general(v, _mT(ut_da_v), *_bmm_dims(v)))
+        dv = lax.add(dv, scale_columns(proj))
+    return [s, u, vt], [ds, du, _mT(dv)]
+
+
+def _bmm_dims(x):
+    nd = len(_shape(x))
+    batch = tuple(range(nd - 2))
+    return ((((nd - 1,), (nd - 2,)), (batch, batch)),)
+
+
+def _mT(x):
+    nd = len(_shape(x))
+    return lax.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _diag_of(x):
+    nd = len(_shape(x))
+    k = _shape(x)[-1]
+    eye = _eye_like(x)
+    return lax.reduce_sum(lax.mul(x, eye), (nd - 1,)) if k else lax.reduce_sum(x, (nd - 1,))
+
+
+def _eye_like(x):
+    s = _shape(x)
+    nd = len(s)
+    rows = lax.broadcasted_iota(dtypes.int32, s, nd - 2)
+    cols = lax.broadcasted_iota(dtypes.int32, s, nd - 1)
+    return lax.convert_element_type(lax.eq(rows, cols), _dtype(x))
+
+
+def _svd_batch(vals, dims, *, full_matrices, compute_uv):
+    (x,), (d,) = vals, dims
+    x = batching.moveaxis(x, d, 0)
+    outs = svd_p.bind(x, full_matrices=full_matrices, compute_uv=compute_uv)
+    return outs, [0] * len(outs)
+
+
+ad.primitive_jvps[svd_p] = _svd_jvp
+batching.primitive_batchers[svd_p] = _svd_batch
