@@ -564,7 +564,7 @@ class _Checkpointed:
         flat_args, in_tree = tree_flatten((dyn_args, kwargs))
         names = arg_names(self.fun, args, kwargs, nums)
         avals = tuple(abstractify(x, n) for x, n in zip(flat_args, names))
-        key = (statics, static_kw_key, in_tree, avals)
+        key = (statics, static_kw_key, in_tree, avals, config.trace_context())
         entry = self.cache.get(key)
         if entry is None:
             entry = self._trace(dyn_fun, in_tree, list(avals), names)

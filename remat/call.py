@@ -205,7 +205,7 @@ class JittedFunction:
         avals = tuple(abstractify(x, n) for x, n in zip(flat_args, names))
         key = (tuple(static_key(args[i]) for i in static),
                tuple(sorted((k, static_key(v)) for k, v in static_kwargs.items())),
-               in_tree, avals)
+               in_tree, avals, config.trace_context())
         entry = self.cache.get(key)
         if entry is None:
             flat_fun, store = flatten_fun(dyn_fun, in_tree)

@@ -18,7 +18,10 @@ class Config:
         "enable_x64": ("JAX_ENABLE_X64", False),
         "disable_jit": ("JAX_DISABLE_JIT", False),
         "log_checkpoint_residuals": ("JAX_LOG_CHECKPOINT_RESIDUALS", False),
+        "threefry_partitionable": ("JAX_THREEFRY_PARTITIONABLE", True),
     }
+    # flags that change what tracing produces: part of every trace cache's key
+    _trace_flags = ("enable_x64", "threefry_partitionable")
 
     def __init__(self):
         for flag, (env, default) in self._defaults.items():
@@ -42,6 +45,10 @@ class Config:
 
     def __setattr__(self, name, value):
         self.update(name, value)
+
+    def trace_context(self):
+        """The values of the flags that change what a trace produces (cache keys use it)."""
+        return tuple(getattr(self, f) for f in self._trace_flags)
 
     @contextlib.contextmanager
     def override(self, name, value):

@@ -12,6 +12,7 @@ import functools
 
 from remat import core, exec
 from remat.api_util import fun_name, static_key
+from remat.config import config
 from remat.core import ClosedJaxpr, Primitive
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
@@ -50,7 +51,8 @@ class _TracedCall:
 
 
 def _trace_call(cache, fun, key_extra, flat_args, in_tree, name):
-    key = (key_extra, in_tree, tuple(core.get_aval(x) for x in flat_args))
+    key = (key_extra, in_tree, tuple(core.get_aval(x) for x in flat_args),
+           config.trace_context())
     traced = cache.get(key)
     if traced is None:
         traced = _TracedCall(fun, flat_args, in_tree, name)

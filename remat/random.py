@@ -36,7 +36,7 @@ import numpy as np
 
 from remat import core, dtypes, lax
 from remat import numpy as jnp
-from remat.config import Config, _env_flag, config
+from remat.config import config
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
 from remat.lax.standard import broadcasting_shape, canonical_shape, standard_primitive
@@ -62,18 +62,6 @@ __all__ = [
 ]
 
 _UINT = {8: dtypes.uint8, 16: dtypes.uint16, 32: dtypes.uint32, 64: dtypes.uint64}
-
-
-def _register_partitionable_flag():
-    """``jax_threefry_partitionable`` (JAX's name and default) until ``remat.config`` lists it."""
-    if "threefry_partitionable" not in Config._defaults:
-        Config._defaults = {**Config._defaults,
-                            "threefry_partitionable": ("JAX_THREEFRY_PARTITIONABLE", True)}
-        object.__setattr__(config, "threefry_partitionable",
-                           _env_flag("JAX_THREEFRY_PARTITIONABLE", True))
-
-
-_register_partitionable_flag()
 
 
 def _partitionable():

@@ -725,9 +725,11 @@ def convert_element_type(operand, new_dtype, weak_type=False):
     """``operand`` cast to ``new_dtype``; concrete operands are converted eagerly."""
     new_dtype = dtypes.canonicalize_dtype(new_dtype)
     if not isinstance(operand, core.Tracer) and not hasattr(operand, "_buf"):
-        # Python scalars and NumPy constants are converted now, not staged (as in JAX).
-        aval = core.get_aval(operand)
-        buf = _convert_impl(np.asarray(operand, aval.dtype), new_dtype, weak_type)
+        # Python scalars and NumPy constants are converted now, not staged (as in JAX);
+        # a Python int is taken at full width (2**32 - 1 fits a uint32, not an int32)
+        value = np.asarray(operand) if dtypes.is_python_scalar(operand) else \
+            np.asarray(operand, core.get_aval(operand).dtype)
+        buf = _convert_impl(value, new_dtype, weak_type)
         return core.make_array(np.asarray(buf), ShapedArray(buf.shape, new_dtype, weak_type))
     return convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=bool(weak_type))
 
