@@ -37,9 +37,11 @@ backward scan's stacked weight gradients exist from its start:  L*R + L*P + W.
 """
 
 import argparse
+import functools
+import statistics
 
 import numpy as np
-from harness import median_time
+from harness import median_time, tune_allocator
 
 GELU_C = 0.7978845608028654
 
@@ -102,13 +104,21 @@ def remat_params(form, weights):
 
 
 def numpy_step(weights, h0):
-    """Forward saving (h, a, t) per block, backward by hand: the speed floor for NumPy."""
+    """Forward saving (h, a, t, g) per block, backward by hand, with in-place NumPy updates
+    wherever a temporary can be reused: the speed floor for a NumPy implementation."""
     saved = []
     h = h0
     for w1, w2 in weights:
         a = h @ w1
-        t = np.tanh(GELU_C * (a + 0.044715 * a ** 3))
-        g = 0.5 * a * (1.0 + t)
+        t = a * a
+        t *= a
+        t *= 0.044715
+        t += a
+        t *= GELU_C
+        np.tanh(t, out=t)
+        g = t + 1.0
+        g *= a
+        g *= 0.5
         saved.append((h, a, t, g))
         h = h + g @ w2
     ct = h * (2.0 / h.size)
@@ -117,9 +127,23 @@ def numpy_step(weights, h0):
         w1, w2 = weights[i]
         h, a, t, g = saved.pop()
         dw2 = g.T @ ct
-        ct_g = ct @ w2.T
-        dgelu = 0.5 * (1.0 + t) + 0.5 * a * (1.0 - t * t) * GELU_C * (1.0 + 3 * 0.044715 * a * a)
-        ct_a = ct_g * dgelu
+        del g
+        ct_a = ct @ w2.T  # ct_g, turned into ct_a in place below
+        # gelu'(a) = 0.5 (1 + t) + 0.5 a (1 - t^2) c (1 + 3 * 0.044715 a^2)
+        d = a * a
+        d *= 3 * 0.044715
+        d += 1.0
+        d *= a
+        d *= 0.5 * GELU_C
+        t2 = t * t
+        np.subtract(1.0, t2, out=t2)
+        d *= t2
+        del t2
+        t += 1.0
+        t *= 0.5
+        d += t
+        ct_a *= d
+        del d, t, a
         dw1 = h.T @ ct_a
         ct = ct + ct_a @ w1.T
         grads[i] = (dw1, dw2)
@@ -129,16 +153,31 @@ def numpy_step(weights, h0):
 # --- measurement -----------------------------------------------------------------------------
 
 
-def measure_remat(form, policy, weights, h0, repeat):
+def measure_remat(forms, weights, h0, repeat):
+    """Peak bytes and median step time of every (form, policy). The timed steps are
+    interleaved (one step of each configuration per round, plus the NumPy floor), so slow
+    spells of the machine hit every configuration alike and the ratios stay meaningful."""
     import remat
     import remat.numpy as jnp
 
-    step = make_remat_step(form, policy)
-    params = remat_params(form, weights)
     h = jnp.asarray(h0)
-    step(params, h)  # trace and warm up
-    peak = remat.memory.peak_memory(step, params, h)
-    return peak, median_time(lambda: step(params, h), repeat)
+    runs, peaks = {}, {}
+    for form in forms:
+        params = remat_params(form, weights)
+        for policy in POLICY_NAMES:
+            step = make_remat_step(form, policy)
+            step(params, h)  # trace and warm up
+            peaks[form, policy] = remat.memory.peak_memory(step, params, h)
+            runs[form, policy] = functools.partial(step, params, h)
+    runs["numpy"] = functools.partial(numpy_step, weights, h0)
+    times = {key: [] for key in runs}
+    for _ in range(repeat):
+        for key, run in runs.items():
+            times[key].append(median_time(run, 1))
+    return peaks, {key: statistics.median(ts) for key, ts in times.items()}
+
+
+POLICY_NAMES = ("none", "checkpoint", "dots_saveable")
 
 
 def measure_jax(form, policy, weights, h0, repeat):
@@ -215,6 +254,7 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-others", action="store_true", help="skip JAX and PyTorch")
     args = parser.parse_args(argv)
+    tuned = tune_allocator()
     L, D, T = (6, 64, 1024) if args.small else (24, 256, 8192)
     L, D, T = args.L or L, args.D or D, args.T or T
     rng = np.random.default_rng(0)
@@ -223,18 +263,18 @@ def main(argv=None):
                for _ in range(L)]
     h0 = rng.standard_normal((T, D)).astype(np.float32)
     print(f"block stack: L={L} D={D} T={T} float32 (2 cores); times are medians of "
-          f"{args.repeat}")
-    floor = median_time(lambda: numpy_step(weights, h0), args.repeat)
+          f"{args.repeat}; large buffers kept in the heap: {tuned}")
+    peaks, times = measure_remat(("unrolled", "scan"), weights, h0, args.repeat)
+    floor = times["numpy"]
     print(f"hand-written NumPy forward+backward: {floor * 1e3:.1f} ms")
     header = (f"{'system':8s} {'form':9s} {'policy':14s} {'peak MiB':>9s} {'analytic':>9s} "
               f"{'peak/min':>8s} {'ms/step':>9s} {'vs none':>8s} {'vs numpy':>8s}")
     print(header)
     print("-" * len(header))
     for form in ("unrolled", "scan"):
-        base = None
-        for policy in ("none", "checkpoint", "dots_saveable"):
-            peak, t = measure_remat(form, policy, weights, h0, args.repeat)
-            base = t if base is None else base
+        base = times[form, "none"]
+        for policy in POLICY_NAMES:
+            peak, t = peaks[form, policy], times[form, policy]
             amin = analytic_minimum(policy, L, D, T, form)
             print(f"{'remat':8s} {form:9s} {policy:14s} {peak / 2**20:9.1f} "
                   f"{amin / 2**20:9.1f} {peak / amin:8.2f} {t * 1e3:9.1f} {t / base:8.2f} "
@@ -247,7 +287,7 @@ def main(argv=None):
         jax.config.update("jax_platforms", "cpu")
         for form in ("unrolled", "scan"):
             base = None
-            for policy in ("none", "checkpoint", "dots_saveable"):
+            for policy in POLICY_NAMES:
                 temp, t = measure_jax(form, policy, weights, h0, args.repeat)
                 base = t if base is None else base
                 temp_s = f"{temp / 2**20:9.1f}" if temp is not None else f"{'n/a':>9s}"

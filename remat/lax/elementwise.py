@@ -370,14 +370,20 @@ def _unary_jvps():
     _defjvp_broadcasting(polygamma_p, None,
                          lambda g, m, x: mul(g, lax.polygamma(add(m, 1.0), x)))
 
-    def integer_pow_jvp(g, x, y):
-        if y == 0:
-            return lax.full_like(g, 0)
-        if y == 1:
-            return g
-        return mul(g, mul(float(y), x if y == 2 else lax.integer_pow(x, y - 1)))
+    def integer_pow_jvp(primals, tangents, y):
+        (x,), (g,) = primals, tangents
+        if y in (0, 1) or y < 0:
+            out = integer_pow_p.bind(x, y=y)
+            if y == 0:
+                return out, lax.full_like(g, 0)
+            if y == 1:
+                return out, g
+            return out, mul(g, mul(float(y), div(out, x)))
+        # x**(y-1) serves both the primal (times x) and the tangent: one pass fewer
+        below = x if y == 2 else integer_pow_p.bind(x, y=y - 1)
+        return mul(below, x), mul(g, mul(float(y), below))
 
-    ad.defjvp(integer_pow_p, integer_pow_jvp)
+    ad.primitive_jvps[integer_pow_p] = integer_pow_jvp
 
 
 # --- binary ----------------------------------------------------------------------------------
