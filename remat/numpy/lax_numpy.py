@@ -789,6 +789,9 @@ def _one_arg(name, x):
 
 
 def _inexact_arg(name, x):
+    aval = getattr(x, "aval", None)
+    if aval is not None and aval.dtype.kind in "fc":
+        return x  # the common case: already an inexact array, nothing to promote
     _check_arraylike(name, x)
     return _promote_dtypes_inexact(x)[0]
 
@@ -1050,11 +1053,23 @@ def _scalar_operand_fits(x1, x2, inexact=False):
     return kind == "f" or (not inexact and kind in "iu" and type(scalar) is int)
 
 
+def _same_type_operands(x1, x2, inexact):
+    """Two arrays of one dtype and weak type, with equal shapes or one of rank 0, need no
+    promotion or broadcasting: the lax op takes them as they are."""
+    a1, a2 = getattr(x1, "aval", None), getattr(x2, "aval", None)
+    if a1 is None or a2 is None or a1.dtype != a2.dtype or a1.weak_type != a2.weak_type:
+        return False
+    if a1.shape != a2.shape and a1.shape and a2.shape:
+        return False
+    kind = a1.dtype.kind
+    return kind in "fc" or (not inexact and kind in "iu")
+
+
 def _binary(name, promote, lax_fn, doc, bool_fn=None):
     inexact = promote is _promote_args_inexact
 
     def fn(x1, x2, /):
-        if _scalar_operand_fits(x1, x2, inexact):
+        if _scalar_operand_fits(x1, x2, inexact) or _same_type_operands(x1, x2, inexact):
             return lax_fn(x1, x2)
         x1, x2 = promote(name, x1, x2)
         if bool_fn is not None and _dtype(x1) == dtypes.bool_:
