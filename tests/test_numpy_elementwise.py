@@ -276,7 +276,7 @@ def _remat_signature(fn, *args, **kwargs):
     return out.shape, out.dtype, out.weak_type
 
 
-def _compare_with_jax(name, kinds, **kwargs):
+def assert_matches_jax(name, kinds, **kwargs):
     jax = pytest.importorskip("jax")
     mismatches = []
     for combo in kinds:
@@ -300,7 +300,7 @@ def test_unary_signature_matches_jax(name):
     kinds = [(k,) for k in ARG_KINDS]
     if name in ("round", "sign"):  # JAX rejects booleans (so do we), checked separately
         kinds = [k for k in kinds if "bool" not in k[0]]
-    _compare_with_jax(name, kinds)
+    assert_matches_jax(name, kinds)
 
 
 BINARY_KINDS = [
@@ -323,13 +323,13 @@ def test_binary_signature_matches_jax(name):
     if name in BITWISE:  # floats are rejected by both (checked in test_bitwise)
         kinds = [k for k in kinds if not any(a in ("f32", "f16", "py_float", "weak_f32",
                                                    "np_f16_scalar") for a in k)]
-    _compare_with_jax(name, kinds)
+    assert_matches_jax(name, kinds)
 
 
 def test_where_and_clip_signatures_match_jax():
     combos = [("bool", a, b) for a in ARG_KINDS for b in ARG_KINDS][::3]
-    _compare_with_jax("where", combos)
-    _compare_with_jax("clip", [(a, b, c) for a in ARG_KINDS for b, c in
+    assert_matches_jax("where", combos)
+    assert_matches_jax("clip", [(a, b, c) for a in ARG_KINDS for b, c in
                                [("py_int", "py_float"), ("f32", "py_int"), ("i8", "u8")]])
 
 

@@ -348,7 +348,7 @@ def jax_flags():
     jax.config.update("jax_threefry_partitionable", saved[1])
 
 
-def _compare(jax, checks):
+def assert_all_equal(jax, checks):
     bad = [name for name, a, b in checks if not _bits_equal(a, b)]
     assert not bad, bad
 
@@ -385,7 +385,7 @@ def test_samplers_match_jax_on_more_seeds(jax_flags):
         kj, kr = jr.PRNGKey(9), random.PRNGKey(9)
         checks += [("original bits uint16", jr.bits(kj, (3, 5), "uint16"),
                     random.bits(kr, (3, 5), "uint16"))]
-    _compare(jax, checks)
+    assert_all_equal(jax, checks)
 
 
 exhaustive = pytest.mark.skipif(
@@ -418,7 +418,7 @@ def test_keys_and_bits_match_jax(jax_flags, x64, partitionable):
                 checks.append((f"bits {dt} {shape}", jr.bits(kj, shape, dt),
                                random.bits(kr, shape, dt)))
         checks.append(("bits default", jr.bits(kj, (3,)), random.bits(kr, (3,))))
-    _compare(jax, checks)
+    assert_all_equal(jax, checks)
 
 
 @exhaustive
@@ -496,7 +496,7 @@ def test_samplers_match_jax(jax_flags, x64, partitionable):
                 ("choice axis", jr.choice(kj, a, (2, 2), axis=1),
                  random.choice(kr, a, (2, 2), axis=1)),
                 ("choice empty", jr.choice(kj, 5, (0,)), random.choice(kr, 5, (0,)))]
-    _compare(jax, checks)
+    assert_all_equal(jax, checks)
 
 
 # --- transformations -------------------------------------------------------------------------
