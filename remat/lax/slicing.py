@@ -592,6 +592,30 @@ def _no_duplicate_dims(dims, op, name):
         raise TypeError(f"{name} in {op} op must not repeat; got: {dims}.")
 
 
+def _check_indices_batching_dims(op, operand, indices, operand_batching_dims,
+                                 indices_batching_dims, indices_name, index_vector_dim):
+    """The batching dims of the indices (shared by gather and scatter): distinct, in range,
+    not the index vector dim, paired one to one with the operand's and of the same sizes.
+    Returns the batch shape."""
+    Op = op.capitalize()
+    _no_duplicate_dims(indices_batching_dims, op, indices_name)
+    _dims_in_range(indices_batching_dims, indices.ndim, op, indices_name)
+    if index_vector_dim in indices_batching_dims:
+        raise TypeError(f"{Op} op cannot have the index vector dimension as a batching "
+                        f"dimension; got {indices_batching_dims}.")
+    if len(operand_batching_dims) != len(indices_batching_dims):
+        raise TypeError(f"{Op} op requires equal numbers of operand_batching_dims and "
+                        f"{indices_name}, got {operand_batching_dims} and "
+                        f"{indices_batching_dims}.")
+    operand_batch = tuple(operand.shape[i] for i in operand_batching_dims)
+    indices_batch = tuple(indices.shape[i] for i in indices_batching_dims)
+    if operand_batch != indices_batch:
+        raise TypeError(f"{Op} op requires operand batching dimensions and indices batching "
+                        f"dimensions to have the same shape, got {operand_batch} and "
+                        f"{indices_batch}.")
+    return operand_batch
+
+
 def _disjoint_dims(dims1, dims2, op, name1, name2):
     if not set(dims1).isdisjoint(dims2):
         raise TypeError(f"{name1} and {name2} in {op} op must be disjoint; got: {dims1} and "
@@ -650,22 +674,9 @@ def _gather_abstract_eval(operand, indices, *, dimension_numbers, fill_value,
                    "collapsed_slice_dims", "operand_batching_dims")
     _disjoint_dims(dn.start_index_map, dn.operand_batching_dims, "gather", "start_index_map",
                    "operand_batching_dims")
-    _no_duplicate_dims(dn.start_indices_batching_dims, "gather", "start_indices_batching_dims")
-    _dims_in_range(dn.start_indices_batching_dims, indices.ndim, "gather",
-                   "start_indices_batching_dims")
-    if index_vector_dim in dn.start_indices_batching_dims:
-        raise TypeError(f"Gather op cannot have the index vector dimension as a batching "
-                        f"dimension; got {dn.start_indices_batching_dims}.")
-    if len(dn.operand_batching_dims) != len(dn.start_indices_batching_dims):
-        raise TypeError(f"Gather op requires equal numbers of operand_batching_dims and "
-                        f"start_indices_batching_dims, got {dn.operand_batching_dims} and "
-                        f"{dn.start_indices_batching_dims}.")
-    operand_batch = tuple(operand.shape[i] for i in dn.operand_batching_dims)
-    indices_batch = tuple(indices.shape[i] for i in dn.start_indices_batching_dims)
-    if operand_batch != indices_batch:
-        raise TypeError(f"Gather op requires operand batching dimensions and indices batching "
-                        f"dimensions to have the same shape, got {operand_batch} and "
-                        f"{indices_batch}.")
+    _check_indices_batching_dims("gather", operand, indices, dn.operand_batching_dims,
+                                 dn.start_indices_batching_dims, "start_indices_batching_dims",
+                                 index_vector_dim)
     if len(slice_sizes) != operand.ndim:
         raise TypeError(f"Gather op must have one slice size for every input dimension; got: "
                         f"len(slice_sizes)={len(slice_sizes)}, input_shape.rank={operand.ndim}")
@@ -951,23 +962,9 @@ def _scatter_shape_check(operand, indices, updates, dn):
                    "inserted_window_dims", "operand_batching_dims")
     _disjoint_dims(dn.scatter_dims_to_operand_dims, dn.operand_batching_dims, "scatter",
                    "scatter_dims_to_operand_dims", "operand_batching_dims")
-    _no_duplicate_dims(dn.scatter_indices_batching_dims, "scatter",
-                       "scatter_indices_batching_dims")
-    _dims_in_range(dn.scatter_indices_batching_dims, indices.ndim, "scatter",
-                   "scatter_indices_batching_dims")
-    if index_vector_dim in dn.scatter_indices_batching_dims:
-        raise TypeError(f"Scatter op cannot have the index vector dimension as a batching "
-                        f"dimension; got {dn.scatter_indices_batching_dims}.")
-    if len(dn.operand_batching_dims) != len(dn.scatter_indices_batching_dims):
-        raise TypeError(f"Scatter op requires equal numbers of operand_batching_dims and "
-                        f"scatter_indices_batching_dims, got {dn.operand_batching_dims} and "
-                        f"{dn.scatter_indices_batching_dims}.")
-    operand_batch = tuple(operand.shape[i] for i in dn.operand_batching_dims)
-    indices_batch = tuple(indices.shape[i] for i in dn.scatter_indices_batching_dims)
-    if operand_batch != indices_batch:
-        raise TypeError(f"Scatter op requires operand batching dimensions and indices batching "
-                        f"dimensions to have the same shape, got {operand_batch} and "
-                        f"{indices_batch}.")
+    operand_batch = _check_indices_batching_dims(
+        "scatter", operand, indices, dn.operand_batching_dims, dn.scatter_indices_batching_dims,
+        "scatter_indices_batching_dims", index_vector_dim)
     updates_batch = tuple(updates.shape[i] for i in _updates_batching_dims(
         dn.scatter_indices_batching_dims, dn.update_window_dims, updates.ndim))
     if operand_batch != updates_batch:

@@ -744,21 +744,22 @@ class IndexUpdateRef:
         """``x[idx] /= values`` (true division, so integer arrays give floats as in JAX)."""
         from remat import numpy as jnp
 
-        ones = lax.full_like(self.array, 1)
-        scale = scatter_update(ones, self.index, values, "scatter_mul",
-                               indices_are_sorted=indices_are_sorted,
-                               unique_indices=unique_indices, mode=mode)
-        return jnp.divide(self.array, scale)
+        return jnp.divide(self.array, self._scattered_into_ones(
+            values, indices_are_sorted, unique_indices, mode))
 
     def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
         """``x[idx] **= values``."""
         from remat import numpy as jnp
 
-        ones = lax.full_like(self.array, 1)
-        exponent = scatter_update(ones, self.index, values, "scatter_mul",
-                                  indices_are_sorted=indices_are_sorted,
-                                  unique_indices=unique_indices, mode=mode)
-        return jnp.power(self.array, exponent)
+        return jnp.power(self.array, self._scattered_into_ones(
+            values, indices_are_sorted, unique_indices, mode))
+
+    def _scattered_into_ones(self, values, indices_are_sorted, unique_indices, mode):
+        """Ones shaped like the array, with ``values`` multiplied in at the index: the
+        operand that makes ``/=`` and ``**=`` identities away from the index."""
+        return scatter_update(lax.full_like(self.array, 1), self.index, values, "scatter_mul",
+                              indices_are_sorted=indices_are_sorted,
+                              unique_indices=unique_indices, mode=mode)
 
     def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
         """``x[idx] = minimum(x[idx], values)``."""
