@@ -295,20 +295,26 @@ def cumprod(a, axis=None, dtype=None, out=None):
 cumproduct = cumprod
 
 
-def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
-    """The array-API running sum (``include_initial`` prepends a zero)."""
+def _array_api_cumulative(name, running, identity, x, axis, dtype, include_initial):
+    """The array-API ``cumulative_*``: ``running`` along ``axis`` (required above 1-D),
+    with ``identity`` prepended when ``include_initial``."""
     x = _arr(x)
     if axis is None:
         if x.ndim != 1:
-            raise ValueError("axis must be specified for cumulative_sum of arrays of "
-                             "dimension greater than 1")
+            raise ValueError(f"axis must be specified for {name} of arrays of "
+                             f"dimension greater than 1")
         axis = 0
-    out = cumsum(x, axis=axis, dtype=dtype)
+    out = running(x, axis=axis, dtype=dtype)
     if include_initial:
         axis = _canonicalize_axis(axis, x.ndim)
-        zshape = _shape(out)[:axis] + (1,) + _shape(out)[axis + 1:]
-        out = lax.concatenate([lax.full(zshape, 0, _dtype(out)), out], axis)
+        first = _shape(out)[:axis] + (1,) + _shape(out)[axis + 1:]
+        out = lax.concatenate([lax.full(first, identity, _dtype(out)), out], axis)
     return out
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
+    """The array-API running sum (``include_initial`` prepends a zero)."""
+    return _array_api_cumulative("cumulative_sum", cumsum, 0, x, axis, dtype, include_initial)
 
 
 def nancumsum(a, axis=None, dtype=None, out=None):
@@ -511,18 +517,7 @@ def array_equiv(a1, a2):
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
     """The array-API running product (``include_initial`` prepends a one)."""
-    x = _arr(x)
-    if axis is None:
-        if x.ndim != 1:
-            raise ValueError("axis must be specified for cumulative_prod of arrays of "
-                             "dimension greater than 1")
-        axis = 0
-    out = cumprod(x, axis=axis, dtype=dtype)
-    if include_initial:
-        axis = _canonicalize_axis(axis, x.ndim)
-        oshape = _shape(out)[:axis] + (1,) + _shape(out)[axis + 1:]
-        out = lax.concatenate([lax.full(oshape, 1, _dtype(out)), out], axis)
-    return out
+    return _array_api_cumulative("cumulative_prod", cumprod, 1, x, axis, dtype, include_initial)
 
 
 def nanargmax(a, axis=None, out=None, keepdims=None):
