@@ -3,7 +3,7 @@ wrapper that traces once per (function, static arguments, input avals and tree).
 
 import functools
 
-from remat import core, exec
+from remat import core, exec, memory
 from remat.api_util import (
     abstractify,
     arg_names,
@@ -253,7 +253,10 @@ class JittedFunction:
         bufs, given = [], []
         for i, x in enumerate(flat_args):
             if i in donated and type(x) is Array and not x.is_deleted():
-                bufs.append(x.delete())
+                buf = x.delete()
+                if buf.base is None and not buf.flags.writeable and memory.holders(buf) == 0:
+                    buf.flags.writeable = True  # the deleted Array's own copy: ours to reuse
+                bufs.append(buf)
                 given.append(len(consts) + i)
             else:
                 bufs.append(core.to_numpy(x, core.get_aval(x)))

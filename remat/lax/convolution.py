@@ -21,6 +21,7 @@ import numpy as np
 
 from remat import core, dtypes, lax
 from remat.core import ShapedArray
+from remat.exec import parallel
 from remat.interpreters import ad, batching
 from remat.lax.linalg import (
     canonicalize_precision,
@@ -314,7 +315,7 @@ def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
     for start in range(0, n, step):
         stop = min(n, start + step)
         patches = win[:, :, start:stop].reshape(groups, (stop - start) * positions, k_size)
-        res[:, start:stop] = np.matmul(patches, wmat).reshape(
+        res[:, start:stop] = parallel.matmul(patches, wmat).reshape(
             (groups, stop - start) + out_spatial + (o,))
     if groups > 1:  # (G, n, out..., o) -> (n, out..., G, o)
         res = res.transpose(tuple(range(1, 2 + nsp)) + (0, 2 + nsp))

@@ -12,7 +12,7 @@ import numpy as np
 
 from remat import core, dtypes, lax
 from remat.core import ShapedArray
-from remat.exec import plan
+from remat.exec import steps
 from remat.interpreters import ad, batching
 from remat.lax import special
 from remat.lax.standard import (
@@ -167,19 +167,20 @@ def _quiet(f):
     return impl
 
 
-def _register_inplace(prim, impl):
-    """Ufunc impls can write into a dying input's buffer under the jit executor."""
+def _register_elementwise(prim, impl):
+    """The executor may split large steps of an elementwise primitive across its workers;
+    a ufunc impl may also write into a dying input's buffer."""
+    ufunc = None
     if isinstance(impl, np.ufunc):
-        ufunc = impl
-        plan.inplace_ufuncs[prim] = (prim.impl, _quiet(ufunc) if prim.impl is not impl
-                                     else ufunc)
+        ufunc = _quiet(impl) if prim.impl is not impl else impl
+    steps.elementwise_impls[prim] = (prim.impl, ufunc)
 
 
 def _unop(name, impl, accepted, quiet=False):
     prim = standard_primitive(name, _quiet(impl) if quiet else impl,
                               nary_abstract_eval(name, accepted))
     batching.defvectorized(prim)
-    _register_inplace(prim, impl)
+    _register_elementwise(prim, impl)
     return prim
 
 
@@ -187,8 +188,7 @@ def _binop(name, impl, accepted, result_dtype=None, quiet=False):
     prim = standard_primitive(name, _quiet(impl) if quiet else impl,
                               nary_abstract_eval(name, accepted, result_dtype))
     batching.broadcast_batcher(prim)
-    if result_dtype is None:
-        _register_inplace(prim, impl)
+    _register_elementwise(prim, impl)
     return prim
 
 
@@ -327,6 +327,7 @@ def _integer_pow_abstract_eval(x, y):
 
 integer_pow_p = standard_primitive("integer_pow", _quiet(_integer_pow_impl),
                                    _integer_pow_abstract_eval)
+_register_elementwise(integer_pow_p, _integer_pow_impl)
 batching.defvectorized(integer_pow_p)
 
 polygamma_p = _binop("polygamma", special.polygamma, FLOAT, quiet=True)

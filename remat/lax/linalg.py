@@ -15,6 +15,7 @@ import numpy as np
 
 from remat import core, dtypes, lax
 from remat.core import ShapedArray
+from remat.exec import parallel
 from remat.interpreters import ad, batching
 from remat.lax.standard import FLOAT, check_dtype, standard_primitive
 
@@ -244,11 +245,11 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_eleme
         rhs = rhs.astype(work)
     if not lb and lhs.ndim == 2 and rhs.ndim == 2:  # the plain matrix products
         if lc == (1,) and rc == (0,):
-            return np.matmul(lhs, rhs)
+            return parallel.matmul(lhs, rhs)
         if lc == (0,) and rc == (0,):
-            return np.matmul(lhs.T, rhs)
+            return parallel.matmul(lhs.T, rhs)
         if lc == (1,) and rc == (1,):
-            return np.matmul(lhs, rhs.T)
+            return parallel.matmul(lhs, rhs.T)
     lf, rf = _free_dims(lhs.ndim, lc, lb), _free_dims(rhs.ndim, rc, rb)
     batch_shape = tuple(lhs.shape[d] for d in lb)
     lf_shape = tuple(lhs.shape[d] for d in lf)
@@ -259,9 +260,9 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_eleme
     b = np.transpose(rhs, rb + rc + rf)
     if lb:
         nb = _prod(batch_shape)
-        out = np.matmul(a.reshape(nb, m, k), b.reshape(nb, k, n))
+        out = parallel.matmul(a.reshape(nb, m, k), b.reshape(nb, k, n))
     else:
-        out = np.matmul(a.reshape(m, k), b.reshape(k, n))
+        out = parallel.matmul(a.reshape(m, k), b.reshape(k, n))
     return out.reshape(batch_shape + lf_shape + rf_shape)
 
 
@@ -434,9 +435,10 @@ def _svd_abstract_eval(x, *, full_matrices, compute_uv):
 
 
 def _svd_impl(x, *, full_matrices, compute_uv):
-    if not compute_uv:
-        return [np.linalg.svd(x, compute_uv=False)]
-    u, s, vt = np.linalg.svd(x, full_matrices=full_matrices)
+    with parallel.blas_threads():  # LAPACK is not split by the executor: let it thread
+        if not compute_uv:
+            return [np.linalg.svd(x, compute_uv=False)]
+        u, s, vt = np.linalg.svd(x, full_matrices=full_matrices)
     return [s, u, vt]
 
 

@@ -1,0 +1,197 @@
+"""Elementwise fusion: a run of consecutive elementwise steps of one (large) shape becomes one
+step that runs tile by tile. Each tile passes through the whole run while it is in cache, so
+the run's intermediates live in small per-worker tile buffers instead of full-size arrays:
+memory traffic falls to reading the run's inputs and writing the values read after it.
+
+A run is fused only when that cannot raise the peak: its materialized outputs (less those
+written into the buffers of inputs that die in the run) must take no more memory than the
+run's intermediates would at their peak, step by step in program order.
+"""
+
+import math
+
+import numpy as np
+
+from remat import memory
+from remat.exec import parallel
+from remat.exec.steps import donatable, release
+
+FUSE_MIN_ELEMENTS = 1 << 16  # smaller runs gain nothing from tiling
+TILE_ELEMENTS = 1 << 17  # a tile of each live intermediate: 512 KiB in float32, about L2-sized
+
+
+def _fusible(step, slot_avals):
+    if step.elementwise is None or step.multiple or not step.out_shape:
+        return False
+    if math.prod(step.out_shape) < FUSE_MIN_ELEMENTS:
+        return False
+    return all(type(i) is not int or slot_avals[i].shape == step.out_shape for i in step.ins)
+
+
+def fuse_steps(steps, slot_avals):
+    """``steps`` with every fusible run of two or more steps replaced by a FusedStep."""
+    out, run = [], []
+
+    def flush():
+        if len(run) >= 2:
+            fused = FusedStep.build(list(run), slot_avals)
+            if fused is not None:
+                out.append(fused)
+                run.clear()
+                return
+        out.extend(run)
+        run.clear()
+
+    for step in steps:
+        if _fusible(step, slot_avals) and (not run or step.out_shape == run[0].out_shape):
+            run.append(step)
+            continue
+        flush()
+        if _fusible(step, slot_avals):
+            run.append(step)
+        else:
+            out.append(step)
+    flush()
+    return out
+
+
+def _nbytes(aval):
+    return math.prod(aval.shape) * np.dtype(aval.dtype).itemsize
+
+
+class FusedStep:
+    """Consecutive elementwise steps run tile by tile (see the module docstring)."""
+
+    def __init__(self, members, ins, outputs, frees, program, registers, shape):
+        self.members = members
+        self.ins = ins  # external input slots, read by the run
+        self.outs = [slot for slot, _, _ in outputs]
+        self.outputs = outputs  # (slot, aval, donor candidates): the values read after the run
+        self.frees = frees  # external slots whose last use is in the run
+        self.program = program  # per member: (member, input refs, output ref)
+        self.registers = registers  # dtypes of the tile buffers
+        self.shape = shape
+
+    @classmethod
+    def build(cls, members, slot_avals):
+        produced = {m.outs[0]: i for i, m in enumerate(members)}
+        freed_at = {s: i for i, m in enumerate(members) for s in m.frees}
+        internal = {s for s in produced if s in freed_at}
+        ins, last_read = [], {}
+        for i, m in enumerate(members):
+            for s in m.ins:
+                if type(s) is int and s not in produced:
+                    if s not in last_read:
+                        ins.append(s)
+                    last_read[s] = i
+        frees = [s for s in freed_at if s not in internal]
+        dying = set(frees)
+        outputs, taken = [], set()
+        for s, i in produced.items():
+            if s in internal:
+                continue
+            aval = slot_avals[s]
+            donors = [x for x in ins if x in dying and x not in taken and last_read[x] < i
+                      and slot_avals[x].shape == aval.shape
+                      and slot_avals[x].dtype == aval.dtype]
+            taken.update(donors[:1])
+            outputs.append((s, aval, donors[:1]))
+        if not cls._keeps_peak(members, outputs, slot_avals):
+            return None
+        # tile registers for the intermediates, reused once a value is dead
+        register_of, free_registers, registers, program = {}, {}, [], []
+        for m in members:
+            refs = []
+            for s in m.ins:
+                if type(s) is not int:
+                    refs.append(("lit", s[1]))
+                elif s in internal:
+                    refs.append(("tmp", register_of[s]))
+                else:
+                    refs.append(("in", s))
+            for s in m.frees:
+                if s in internal and s in register_of:
+                    free_registers.setdefault(slot_avals[s].dtype, []).append(register_of[s])
+            s = m.outs[0]
+            if s in internal:
+                dtype = slot_avals[s].dtype
+                pool = free_registers.get(dtype)
+                if pool:
+                    register_of[s] = pool.pop()
+                else:
+                    register_of[s] = len(registers)
+                    registers.append(dtype)
+                target = ("tmp", register_of[s])
+                if s in m.frees:  # never read: its register is free again at once
+                    free_registers.setdefault(dtype, []).append(register_of[s])
+            else:
+                target = ("out", s)
+            program.append((m, refs, target))
+        return cls(members, ins, outputs, frees, program, registers, members[0].out_shape)
+
+    @staticmethod
+    def _keeps_peak(members, outputs, slot_avals):
+        """The fused run's extra memory never exceeds the unfused run's peak extra."""
+        current = peak = 0
+        for m in members:
+            if m.donor is None:
+                current += _nbytes(slot_avals[m.outs[0]])
+            peak = max(peak, current)
+            current -= sum(_nbytes(slot_avals[s]) for s in m.frees if s != m.donor)
+        fused = sum(_nbytes(aval) for _, aval, donors in outputs if not donors)
+        return fused <= peak
+
+    def execute(self, env, owned, dests=None):
+        """Run the fused steps; an output with a destination in ``dests`` (slot -> array, the
+        plan's sinks) is written there directly instead of into a buffer of its own."""
+        if not all(m.default_impl() for m in self.members):
+            for m in self.members:
+                m.execute(env, owned)
+            return
+        arrays = {s: env[s] for s in self.ins}
+        for slot, aval, donors in self.outputs:
+            donor = donors[0] if donors else None
+            if dests and slot in dests:
+                env[slot] = arrays[slot] = dests[slot]
+                continue
+            if donor is not None and donor in owned and donatable(env[donor]):
+                buf = env[donor]
+                env[donor] = None  # ownership (and accounting) moves to the output
+                owned.discard(donor)
+            else:
+                buf = np.empty(aval.shape, aval.dtype)
+                memory.track(buf)
+            owned.add(slot)
+            env[slot] = arrays[slot] = buf
+        flat = all(a.flags.c_contiguous for a in arrays.values())
+        if flat:
+            arrays = {s: a.reshape(-1) for s, a in arrays.items()}
+        length = next(iter(arrays.values())).shape[0]
+        row = 1 if flat else math.prod(self.shape[1:])
+        tile = max(1, TILE_ELEMENTS // max(row, 1))
+        bounds = parallel.bounds(length, parallel.workers())
+        parallel.run_parts(lambda lo, hi: self._run_tiles(arrays, lo, hi, tile),
+                           [b for b in bounds if b[0] < b[1]])
+        release(self.frees, env, owned)
+
+    def _run_tiles(self, arrays, lo, hi, tile):
+        first = next(iter(arrays.values()))
+        registers = [np.empty((tile,) + first.shape[1:], dt) for dt in self.registers]
+        for a in range(lo, hi, tile):
+            b = min(a + tile, hi)
+            n = b - a
+            views = {s: arr[a:b] for s, arr in arrays.items()}
+            tmp = registers if n == tile else [r[:n] for r in registers]
+            for member, refs, (kind, where) in self.program:
+                args = [views[w] if k == "in" else tmp[w] if k == "tmp" else w
+                        for k, w in refs]
+                target = tmp[where] if kind == "tmp" else views[where]
+                if member.ufunc is not None:
+                    member.ufunc(*args, out=target, casting="unsafe")
+                else:
+                    target[...] = member.elementwise(*args, **member.params)
+
+    def record(self):
+        for m in self.members:
+            m.record()
+

@@ -1,0 +1,269 @@
+"""The executor's own worker threads.
+
+NumPy's kernels run on one core, except BLAS; and OpenBLAS's worker threads busy-wait for a
+while after every call, so the core a matmul used is not free for the elementwise work that
+follows it. While a plan runs (a *session*) the executor therefore takes the cores over:
+BLAS is set to one thread, and large matmuls and elementwise steps are split into one part
+per worker (NumPy releases the GIL inside its kernels). Outside a session nothing changes.
+
+``REMAT_NUM_THREADS`` (or :func:`set_num_threads`) sets the number of workers; with one, or
+when NumPy's BLAS is not an OpenBLAS whose thread count can be set, everything runs serially.
+"""
+
+import contextlib
+import ctypes
+import glob
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+MIN_SPLIT_ELEMENTS = 1 << 17  # below this an elementwise step runs whole (hand-off ~20 us)
+MIN_SPLIT_FLOPS = 1 << 18  # m*n*k below which a matmul runs whole (OpenBLAS's own cut-off)
+CHUNK_ELEMENTS = 1 << 15  # pieces of a non-ufunc elementwise impl: its temporaries stay in cache
+
+
+def _openblas_paths():
+    paths = []
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split(None, 5)[-1].strip()
+                if "openblas" in os.path.basename(path).lower() and path not in paths:
+                    paths.append(path)
+    except OSError:
+        pass
+    here = os.path.dirname(np.__file__)
+    for pattern in ("../numpy.libs/*openblas*", ".dylibs/*openblas*"):
+        paths += sorted(glob.glob(os.path.join(here, pattern)))
+    return paths
+
+
+def _find_blas_threads():
+    """(get, set) for the thread count of the OpenBLAS NumPy uses, or None."""
+    for path in _openblas_paths():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix in ("scipy_openblas", "openblas"):
+            for suffix in ("64_", "_64", ""):
+                get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+                set_ = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
+                if get is not None and set_ is not None:
+                    get.restype, set_.restype, set_.argtypes = ctypes.c_int, None, [ctypes.c_int]
+                    return get, set_
+    return None
+
+
+def _default_threads():
+    env = os.environ.get("REMAT_NUM_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+class _State:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.requested = _default_threads()
+        self.blas = ...  # found lazily: (get, set), or None
+        self.pool = None
+        self.depth = 0  # nesting of open sessions (plans run plans: scan bodies, callbacks)
+        self.saved_blas_threads = None
+        self.workers = 1  # while a session is open: how many parts work is split into
+
+
+_state = _State()
+
+
+def _after_fork():
+    """A forked child has none of the parent's threads: it starts afresh (and serially
+    until its first session, whatever the parent was doing)."""
+    global _state
+    _state = _State()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def workers():
+    """How many parts a step is split into now (1 outside a session)."""
+    return _state.workers
+
+
+def num_threads():
+    """How many workers the executor splits large steps across."""
+    return _state.requested
+
+
+def set_num_threads(n):
+    """Set the executor's worker count (1: run every step serially, as NumPy would)."""
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"set_num_threads needs a positive count, got {n}")
+    with _state.lock:
+        if _state.depth:
+            raise RuntimeError("set_num_threads cannot be called while a plan is running")
+        _state.requested = n
+        if _state.pool is not None:
+            _state.pool.shutdown()
+            _state.pool = None
+
+
+def _enter():
+    s = _state
+    with s.lock:
+        s.depth += 1
+        if s.depth > 1:
+            return
+        if s.blas is ...:
+            s.blas = _find_blas_threads()
+        s.workers = s.requested if s.blas is not None else 1
+        if s.workers > 1:
+            s.saved_blas_threads = s.blas[0]()
+            s.blas[1](1)
+            if s.pool is None:
+                s.pool = ThreadPoolExecutor(s.workers - 1, thread_name_prefix="remat-exec")
+
+
+def _exit():
+    s = _state
+    with s.lock:
+        if s.depth == 0:  # a session opened before a fork, closing in the child
+            return
+        s.depth -= 1
+        if s.depth == 0 and s.workers > 1:
+            s.blas[1](s.saved_blas_threads)
+            s.workers = 1
+
+
+@contextlib.contextmanager
+def session():
+    """Open while a plan runs: BLAS single-threaded, large steps split across the workers."""
+    _enter()
+    try:
+        yield
+    finally:
+        _exit()
+
+
+@contextlib.contextmanager
+def blas_threads():
+    """For kernels the executor does not split (LAPACK decompositions): BLAS gets its own
+    threads back for the duration."""
+    s = _state
+    if s.depth == 0 or s.workers == 1:
+        yield
+        return
+    s.blas[1](s.saved_blas_threads)
+    try:
+        yield
+    finally:
+        s.blas[1](1)
+
+
+def run_parts(fn, parts):
+    """fn(*part) for every part: all but the last on the pool, the last on this thread;
+    an error is raised once every part has stopped (none still writes into a buffer)."""
+    pool = _state.pool
+    if pool is None or len(parts) == 1:
+        for p in parts:
+            fn(*p)
+        return
+    futures = [pool.submit(fn, *p) for p in parts[:-1]]
+    try:
+        fn(*parts[-1])
+    finally:
+        errors = [f.exception() for f in futures]
+    for e in errors:
+        if e is not None:
+            raise e
+
+
+def bounds(n, parts):
+    return [(i * n // parts, (i + 1) * n // parts) for i in range(parts)]
+
+
+def _split_views(ins, out):
+    """(per-part inputs, per-part outputs) cutting ``out`` and the inputs of its shape along
+    one axis, or None when the step cannot be cut (too small, or an input of another shape)."""
+    workers = _state.workers
+    if workers == 1 or out.size < MIN_SPLIT_ELEMENTS:
+        return None
+    arrays = [x for x in ins if np.ndim(x)]
+    if any(np.shape(x) != out.shape for x in arrays):
+        return None
+    if out.shape[0] < workers:  # e.g. (1, n): cut the flattened buffers when all are C-ordered
+        if not all(x.flags.c_contiguous for x in arrays + [out]):
+            return None
+        ins = [x.reshape(-1) if np.ndim(x) else x for x in ins]
+        out = out.reshape(-1)
+    cuts = bounds(out.shape[0], workers)
+    return ([[x[lo:hi] if np.ndim(x) else x for x in ins] for lo, hi in cuts],
+            [out[lo:hi] for lo, hi in cuts])
+
+
+def ufunc_into(ufunc, ins, out):
+    """``ufunc(*ins, out=out)``, split across the workers when large. ``out`` may be one of
+    the inputs (an in-place update): each part reads and writes only its own rows."""
+    split = _split_views(ins, out)
+    if split is None:
+        ufunc(*ins, out=out)
+        return out
+    part_ins, part_outs = split
+    run_parts(lambda xs, o: ufunc(*xs, out=o), list(zip(part_ins, part_outs)))
+    return out
+
+
+def elementwise(impl, ufunc, ins, params, shape, dtype):
+    """A new array of ``impl(*ins, **params)`` for an elementwise primitive, split across
+    the workers (``ufunc``, when the impl is one, writes each part in place; any other impl
+    runs on cache-sized pieces); None when too small to be worth it."""
+    if _state.workers == 1 or int(np.prod(shape)) < MIN_SPLIT_ELEMENTS:
+        return None
+    out = np.empty(shape, dtype)
+    split = _split_views(ins, out)
+    if split is None:
+        return None
+    if ufunc is not None:
+        def fill(xs, o):
+            ufunc(*xs, out=o, casting="unsafe")
+    else:
+        def fill(xs, o):
+            step = max(1, CHUNK_ELEMENTS // max(1, o[0].size))
+            for lo in range(0, o.shape[0], step):
+                o[lo:lo + step] = impl(*[x[lo:lo + step] if np.ndim(x) else x for x in xs],
+                                       **params)
+
+    run_parts(fill, list(zip(*split)))
+    return out
+
+
+def matmul(a, b):
+    """``np.matmul(a, b)`` for operands of equal rank (and equal batch shape); inside a
+    session a large one is cut into one block of rows (or columns, or batch) per worker."""
+    workers = _state.workers
+    if workers == 1 or a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2] or a.dtype == object:
+        return np.matmul(a, b)
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    batch = a.shape[:-2]
+    if int(np.prod(batch)) * m * n * k < MIN_SPLIT_FLOPS:
+        return np.matmul(a, b)
+    out = np.empty(batch + (m, n), np.result_type(a.dtype, b.dtype))
+    if batch and batch[0] >= workers:
+        cuts = [(a[lo:hi], b[lo:hi], out[lo:hi]) for lo, hi in bounds(batch[0], workers)]
+    elif m >= workers * 8:
+        cuts = [(a[..., lo:hi, :], b, out[..., lo:hi, :]) for lo, hi in bounds(m, workers)]
+    elif n >= workers * 8:
+        cuts = [(a, b[..., lo:hi], out[..., lo:hi]) for lo, hi in bounds(n, workers)]
+    else:
+        return np.matmul(a, b)
+    run_parts(lambda x, y, o: np.matmul(x, y, out=o), cuts)
+    return out

@@ -1,0 +1,83 @@
+"""One step of a plan: a primitive applied to the buffers in numbered slots, with the
+executor's variants (in-place into a dying input, split across the workers)."""
+
+import numpy as np
+
+from remat import memory
+from remat.exec import parallel
+
+# prim -> (its default impl, the NumPy ufunc it is, or None): elementwise primitives. Large
+# steps of them are split across the executor's workers; one that is a ufunc may also write
+# (``out=``) into the buffer of an input that dies at that step (no new allocation).
+elementwise_impls = {}
+
+
+class Step:
+    """One equation of a plan: its primitive run on the buffers in its input slots."""
+
+    __slots__ = ("primitive", "ins", "outs", "params", "frees", "out_dtypes", "multiple",
+                 "source_info", "donor", "ufunc", "elementwise", "out_shape")
+
+    def __init__(self, primitive, ins, outs, params, frees, out_dtypes, source_info=None):
+        self.primitive = primitive
+        self.ins = ins  # slot numbers, or ("lit", value)
+        self.outs = outs
+        self.params = params
+        self.frees = frees
+        self.out_dtypes = out_dtypes
+        self.multiple = primitive.multiple_results
+        self.source_info = source_info
+        self.donor = None  # an input slot whose buffer may receive the output
+        self.ufunc = None  # the ufunc it runs (elementwise, no params)
+        self.elementwise = None  # the default impl, for an elementwise primitive
+        self.out_shape = None
+
+    def default_impl(self):
+        """The primitive still has the impl the plan was made for (an overriding impl, e.g.
+        a test's counter, must see every call: no in-place, split or fused variants)."""
+        return self.primitive.impl is self.elementwise
+
+    def execute(self, env, owned):
+        ins = [env[i] if type(i) is int else i[1] for i in self.ins]
+        donor = self.donor
+        if donor is not None and donor in owned and self.default_impl() \
+                and donatable(env[donor]):
+            buf = env[donor]
+            parallel.ufunc_into(self.ufunc, ins, buf)
+            env[donor] = None  # ownership (and accounting) moves to the output slot
+            owned.discard(donor)
+            owned.add(self.outs[0])
+            env[self.outs[0]] = buf
+        else:
+            out = None
+            if self.elementwise is not None and self.default_impl():
+                out = parallel.elementwise(self.elementwise, self.ufunc, ins, self.params,
+                                           self.out_shape, self.out_dtypes[0])
+            if out is None:
+                out = self.primitive.impl(*ins, **self.params)
+            for s, o, dt in zip(self.outs, out if self.multiple else (out,), self.out_dtypes):
+                if type(o) is not np.ndarray:
+                    o = np.asarray(getattr(o, "_buf", o))
+                if o.dtype != dt:
+                    o = o.astype(dt)
+                memory.track(o)
+                owned.add(s)
+                env[s] = o
+        release(self.frees, env, owned)
+
+    def record(self):
+        memory.record_step(self.primitive, self.source_info)
+
+
+def donatable(buf):
+    """The buffer is ours alone (no views of it alive) and writeable."""
+    return buf.base is None and buf.flags.writeable and memory.holders(buf) == 1
+
+
+def release(slots, env, owned):
+    """Drop the buffers in ``slots``, freeing those the run owns."""
+    for s in slots:
+        if s in owned:
+            memory.untrack(env[s])
+            owned.discard(s)
+        env[s] = None

@@ -1,0 +1,215 @@
+"""The executor's worker threads and elementwise fusion: results equal to serial, unfused
+execution; memory never above it; BLAS's thread count handed back; overriding impls, sinks,
+donation and strided inputs all still honoured."""
+
+import numpy as np
+import pytest
+
+import remat
+import remat.numpy as jnp
+from remat import lax, memory
+from remat.exec import fusion, parallel, plan_for
+from remat.exec.fusion import FusedStep
+
+f32 = np.float32
+BIG = (512, 512)  # 2**18 elements: above the split and fusion thresholds
+
+
+def _rand(shape, seed=0, dtype=f32):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _gelu(a):
+    return 0.5 * a * (1.0 + jnp.tanh(0.7978845608 * (a + 0.044715 * a ** 3)))
+
+
+def _gelu_fwd_bwd(a, ct):
+    y, vjp = remat.vjp(_gelu, a)
+    return y, vjp(ct)[0]
+
+
+def _steps(fun, *args):
+    return plan_for(remat.jit(fun).lower(*args).jaxpr).steps
+
+
+@pytest.fixture
+def unfused(monkeypatch):
+    """Run with fusion switched off (plans made inside see no fusible run)."""
+    def switch():
+        monkeypatch.setattr(fusion, "FUSE_MIN_ELEMENTS", 1 << 62)
+    return switch
+
+
+@pytest.fixture
+def serial():
+    """Run with one worker: every step whole, BLAS left alone."""
+    old = parallel.num_threads()
+    parallel.set_num_threads(1)
+    yield
+    parallel.set_num_threads(old)
+
+
+def test_fused_run_is_bitwise_the_eager_result():
+    a, ct = jnp.asarray(_rand(BIG)), jnp.asarray(_rand(BIG, 1))
+    steps = _steps(_gelu_fwd_bwd, a, ct)
+    assert any(type(s) is FusedStep for s in steps)
+    fused = [s for s in steps if type(s) is FusedStep]
+    assert sum(len(s.members) for s in fused) >= 15  # the whole gelu and its derivative
+    got = remat.jit(_gelu_fwd_bwd)(a, ct)
+    want = _gelu_fwd_bwd(a, ct)  # eager: one primitive at a time, whole arrays
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_small_arrays_are_not_fused():
+    x = jnp.ones((8, 8))
+    steps = _steps(lambda x: jnp.tanh(x * 2.0 + 1.0), x)
+    assert [s.primitive.name for s in steps] == ["mul", "add", "tanh"]
+
+
+def test_fusion_never_raises_the_peak(unfused):
+    a, ct = jnp.asarray(_rand(BIG)), jnp.asarray(_rand(BIG, 1))
+    fused_peak = memory.peak_memory(remat.jit(_gelu_fwd_bwd), a, ct)
+    unfused()
+    unfused_peak = memory.peak_memory(remat.jit(_gelu_fwd_bwd), a, ct)
+    assert fused_peak <= unfused_peak
+    nbytes = a.size * 4
+    assert fused_peak == 2 * nbytes  # just the two results: every intermediate is tile-sized
+
+
+def test_timeline_keeps_every_fused_primitive_and_line():
+    x = jnp.asarray(_rand(BIG))
+    samples = memory.memory_timeline(remat.jit(lambda x: jnp.tanh(x * 2.0) + 1.0), x)
+    labels = [label.split(" at ")[0] for label, _ in samples]
+    assert ["mul", "tanh", "add"] == [n for n in labels if n in ("mul", "tanh", "add")]
+    assert all("test_exec_parallel.py" in label for label, _ in samples[1:4])
+
+
+def test_donated_input_receives_the_fused_output():
+    x = jnp.asarray(_rand(BIG))
+    expect = np.tanh(np.asarray(x) * f32(2.0)) + f32(1.0)
+    fun = remat.jit(lambda x: jnp.tanh(x * 2.0) + 1.0, donate_argnums=0)
+    fun.lower(x)  # trace first (tracing holds its Python scalars as tiny Arrays)
+    before = memory.live_bytes()
+    memory.reset_peak()
+    out = fun(x)
+    assert memory.peak_bytes() - before <= 0  # written into x's buffer: nothing allocated
+    assert x.is_deleted()
+    np.testing.assert_array_equal(np.asarray(out), expect)
+
+
+def test_an_overriding_impl_sees_every_call(monkeypatch):
+    calls = []
+    original = lax.tanh_p.impl
+
+    def counting(x):
+        calls.append(x.shape)
+        return original(x)
+
+    x = jnp.asarray(_rand(BIG))
+    fun = remat.jit(lambda x: jnp.tanh(x * 2.0) + 1.0)
+    fun(x)  # plan made with the default impls: the run is fused
+    monkeypatch.setattr(lax.tanh_p, "impl", counting)
+    out = fun(x)
+    assert calls == [BIG]  # whole, once: the fused step fell back to single steps
+    np.testing.assert_array_equal(np.asarray(out), np.tanh(np.asarray(x) * f32(2)) + f32(1))
+
+
+def test_strided_inputs_are_tiled_by_rows():
+    x = jnp.asarray(_rand((256, 1024)))
+    fun = remat.jit(lambda x: jnp.tanh(x.T * 3.0) - x.T)
+    assert any(type(s) is FusedStep for s in _steps(lambda x: jnp.tanh(x.T * 3.0) - x.T, x))
+    xt = np.asarray(x).T
+    np.testing.assert_array_equal(np.asarray(fun(x)), np.tanh(xt * f32(3)) - xt)
+
+
+def test_integer_and_parameterised_elementwise_steps_fuse():
+    x = jnp.asarray(np.arange(BIG[0] * BIG[1], dtype=np.int32).reshape(BIG) % 97)
+    fun = remat.jit(lambda x: (x * 3 + 1) ** 3 - x)
+    xs = np.asarray(x)
+    np.testing.assert_array_equal(np.asarray(fun(x)), (xs * 3 + 1) ** 3 - xs)
+    y = jnp.asarray(_rand(BIG))
+    np.testing.assert_array_equal(np.asarray(remat.jit(lambda y: (y * 2.0) ** 3 + y)(y)),
+                                  np.asarray((y * 2.0) ** 3 + y))
+
+
+def test_scan_body_writes_fused_outputs_into_the_stacked_ys(unfused):
+    xs = jnp.asarray(_rand((3,) + BIG))
+
+    def body(c, x):
+        y = jnp.tanh(x * 2.0 + c)
+        return c + 1.0, (y, y * 3.0)
+
+    fun = remat.jit(lambda xs: lax.scan(body, 0.0, xs))
+    (c, (ys, zs)) = fun(xs)
+    x = np.asarray(xs)
+    want = np.tanh(x * f32(2) + np.arange(3, dtype=f32)[:, None, None])
+    np.testing.assert_array_equal(np.asarray(ys), want)
+    np.testing.assert_array_equal(np.asarray(zs), want * f32(3))
+    fused_peak = memory.peak_memory(fun, xs)
+    unfused()
+    assert fused_peak <= memory.peak_memory(remat.jit(lambda xs: lax.scan(body, 0.0, xs)), xs)
+
+
+@pytest.mark.parametrize("lhs,rhs", [((600, 300), (300, 500)),  # split by rows
+                                     ((4, 3000), (3000, 600)),  # few rows: by columns
+                                     ((6, 200, 100), (6, 100, 300))])  # by batch
+def test_split_matmul_matches_numpy(lhs, rhs):
+    a, b = _rand(lhs), _rand(rhs, 1)
+    if len(lhs) == 2:
+        fun = remat.jit(jnp.matmul)
+    else:
+        fun = remat.jit(lambda a, b: lax.dot_general(a, b, (([2], [1]), ([0], [0]))))
+    np.testing.assert_allclose(np.asarray(fun(jnp.asarray(a), jnp.asarray(b))),
+                               np.matmul(a, b), rtol=2e-5, atol=2e-4)
+
+
+def test_serial_execution_gives_the_same_results(serial):
+    a, ct = jnp.asarray(_rand(BIG)), jnp.asarray(_rand(BIG, 1))
+    got = remat.jit(_gelu_fwd_bwd)(a, ct)
+    with parallel.session():
+        assert parallel.workers() == 1
+    for g, w in zip(got, _gelu_fwd_bwd(a, ct)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_blas_threads_are_handed_back_even_after_an_error():
+    state = parallel._state
+    with parallel.session():
+        pass  # finds the BLAS library, if there is one to steer
+    if state.blas is None or parallel.num_threads() < 2:
+        pytest.skip("no OpenBLAS thread control here, or one worker: nothing to hand back")
+    get = state.blas[0]
+    before = get()
+    with parallel.session():
+        assert get() == 1 and parallel.workers() == parallel.num_threads()
+        with parallel.blas_threads():
+            assert get() == before
+        assert get() == 1
+    assert get() == before
+    with pytest.raises(ZeroDivisionError):
+        with parallel.session():
+            raise ZeroDivisionError("inside a run")
+    assert get() == before and state.depth == 0
+
+
+def test_a_failing_part_raises_after_every_part_is_done():
+    done = []
+
+    def part(i):
+        if i == 0:
+            raise ValueError("part 0 failed")
+        done.append(i)
+
+    with parallel.session():
+        if parallel.workers() < 2:
+            pytest.skip("one worker: parts run one after another")
+        parts = [(i,) for i in range(parallel.workers())]
+        with pytest.raises(ValueError, match="part 0 failed"):
+            parallel.run_parts(part, parts)
+    assert sorted(done) == list(range(1, len(parts)))
+
+
+def test_set_num_threads_rejects_nonsense():
+    with pytest.raises(ValueError, match="positive"):
+        parallel.set_num_threads(0)
