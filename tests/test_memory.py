@@ -5,6 +5,7 @@ import importlib.util
 import os
 import sys
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -131,5 +132,10 @@ def test_numpy_floor_computes_the_same_gradients():
     ours = block_stack.make_remat_step("unrolled", "none")(
         block_stack.remat_params("unrolled", weights), h0)
     for (a, b), (c, d) in zip(floor, ours):
+        np.testing.assert_allclose(c, a, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(d, b, rtol=1e-4, atol=1e-6)
+    with ThreadPoolExecutor(2) as pool:  # the data-parallel floor: two halves of the tokens
+        threaded = block_stack.numpy_step_threaded(weights, np.asarray(h0), pool, 2)
+    for (a, b), (c, d) in zip(floor, threaded):
         np.testing.assert_allclose(c, a, rtol=1e-4, atol=1e-6)
         np.testing.assert_allclose(d, b, rtol=1e-4, atol=1e-6)

@@ -13,6 +13,7 @@ when NumPy's BLAS is not an OpenBLAS whose thread count can be set, everything r
 import contextlib
 import ctypes
 import glob
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -225,12 +226,13 @@ def elementwise(impl, ufunc, ins, params, shape, dtype):
     """A new array of ``impl(*ins, **params)`` for an elementwise primitive, split across
     the workers (``ufunc``, when the impl is one, writes each part in place; any other impl
     runs on cache-sized pieces); None when too small to be worth it."""
-    if _state.workers == 1 or int(np.prod(shape)) < MIN_SPLIT_ELEMENTS:
+    if _state.workers == 1 or math.prod(shape) < MIN_SPLIT_ELEMENTS:
+        return None
+    if any(np.shape(x) != shape for x in ins if np.ndim(x)):
         return None
     out = np.empty(shape, dtype)
     split = _split_views(ins, out)
-    if split is None:
-        return None
+    parts = list(zip(*split)) if split is not None else [(ins, out)]
     if ufunc is not None:
         def fill(xs, o):
             ufunc(*xs, out=o, casting="unsafe")
@@ -241,7 +243,7 @@ def elementwise(impl, ufunc, ins, params, shape, dtype):
                 o[lo:lo + step] = impl(*[x[lo:lo + step] if np.ndim(x) else x for x in xs],
                                        **params)
 
-    run_parts(fill, list(zip(*split)))
+    run_parts(fill, parts)
     return out
 
 
@@ -254,7 +256,7 @@ def matmul(a, b):
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = a.shape[:-2]
-    if int(np.prod(batch)) * m * n * k < MIN_SPLIT_FLOPS:
+    if math.prod(batch) * m * n * k < MIN_SPLIT_FLOPS:
         return np.matmul(a, b)
     out = np.empty(batch + (m, n), np.result_type(a.dtype, b.dtype))
     if batch and batch[0] >= workers:
