@@ -6,8 +6,9 @@ stack of residual MLP blocks
 on T tokens, L blocks, float32; as an unrolled Python loop and as a scan over stacked weights;
 each with no checkpoint, a checkpoint per block (nothing saveable), and ``dots_saveable`` per
 block. Prints measured peak bytes (remat.memory), the analytic minimum for the policy, step
-time (median) and time relative to no checkpoint; a hand-written NumPy forward+backward as the
-floor; and JAX (jit) / PyTorch (eager, torch.utils.checkpoint) side by side when installed.
+time (median) and time relative to no checkpoint; a hand-written NumPy forward+backward, serial
+and data-parallel, the faster of which is the floor; and JAX (jit) / PyTorch (eager,
+torch.utils.checkpoint) side by side when installed.
 
     python benchmarks/block_stack.py            # L=24, D=256, T=8192
     python benchmarks/block_stack.py --small    # L=6, D=64, T=1024
