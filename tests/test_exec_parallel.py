@@ -2,6 +2,8 @@
 execution; memory never above it; BLAS's thread count handed back; overriding impls, sinks,
 donation and strided inputs all still honoured."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -213,3 +215,23 @@ def test_a_failing_part_raises_after_every_part_is_done():
 def test_set_num_threads_rejects_nonsense():
     with pytest.raises(ValueError, match="positive"):
         parallel.set_num_threads(0)
+
+
+def test_concurrent_runs_from_two_threads():
+    a, ct = jnp.asarray(_rand(BIG)), jnp.asarray(_rand(BIG, 1))
+    fun = remat.jit(_gelu_fwd_bwd)
+    want = [np.asarray(w) for w in _gelu_fwd_bwd(a, ct)]
+    fun(a, ct)
+    blas = parallel._state.blas
+    before = blas[0]() if blas else None
+
+    def check(_):
+        for _ in range(3):
+            for g, w in zip(fun(a, ct), want):
+                np.testing.assert_array_equal(np.asarray(g), w)
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(check, range(2)))
+    assert parallel._state.depth == 0
+    if blas:
+        assert blas[0]() == before
