@@ -26,9 +26,16 @@ So each policy saves, per block, R:
   no checkpoint    h, g and the 4 gelu factors          R = H + 5A
   checkpoint       h only                               R = H
   dots_saveable    h and a = h @ W1                     R = H + A
-and the backward pass of one block works with W: its two activation-sized cotangents (2H),
-plus, when it recomputes, that block's 5 hidden-sized residuals (5A); each hidden-sized
-cotangent product frees a residual it consumes, so the block never needs more than that.
+and the backward pass of one block works with W. Run step by step (eager, or arrays too small
+for the executor to fuse), that is its two activation-sized cotangents (2H), plus, when it
+recomputes, that block's 5 hidden-sized residuals (5A); each hidden-sized cotangent product
+frees a residual it consumes, so the block never needs more than that. Under ``jit`` with
+fusion (remat.exec.fusion), the gelu, its derivative and the cotangent products run as one
+fused pass over two hidden-sized inputs, a and ct_g = ct @ W2^T, writing g and ct_a into their
+buffers: beside the block's output cotangent (H), a recomputing block holds 2A (checkpoint) or,
+with a saved, A (dots_saveable):
+  step by step     W = 2H  (none),  2H + 5A  (checkpoint, dots_saveable)
+  fused            W = 2H  (none),  H + 2A  (checkpoint),  H + A  (dots_saveable)
 
 Unrolled: processing block k (from L-1 down to 0) holds the residuals of blocks 0..k, the
 gradients of blocks k+1..L-1 and of block k (P), and W. That is linear in k, so the peak is
@@ -48,13 +55,21 @@ from harness import median_time, tune_allocator
 GELU_C = 0.7978845608028654
 
 
-def analytic_minimum(policy, L, D, T, form="unrolled"):
-    """The peak bytes the policy needs for this network (see the module docstring)."""
+def analytic_minimum(policy, L, D, T, form="unrolled", fused=None):
+    """The peak bytes the policy needs for this network (see the module docstring); ``fused``
+    (by default: whether remat's executor fuses a hidden-sized array) picks the working set."""
+    from remat.exec import fusion
+
     H = T * D * 4
     A = 4 * H
     P = 8 * D * D * 4
+    if fused is None:
+        fused = T * 4 * D >= fusion.FUSE_MIN_ELEMENTS
     R = {"none": H + 5 * A, "checkpoint": H, "dots_saveable": H + A}[policy]
-    W = 2 * H + (0 if policy == "none" else 5 * A)
+    if fused:
+        W = {"none": 2 * H, "checkpoint": H + 2 * A, "dots_saveable": H + A}[policy]
+    else:
+        W = 2 * H + (0 if policy == "none" else 5 * A)
     if form == "scan":
         return L * R + L * P + W
     return max(max(L * R + P, R + L * P) + W, L * R + H)

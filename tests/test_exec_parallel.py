@@ -10,6 +10,7 @@ import pytest
 import remat
 import remat.numpy as jnp
 from remat import lax, memory
+from remat.core import eval_jaxpr
 from remat.exec import fusion, parallel, plan_for
 from remat.exec.fusion import FusedStep
 
@@ -235,3 +236,51 @@ def test_concurrent_runs_from_two_threads():
     assert parallel._state.depth == 0
     if blas:
         assert blas[0]() == before
+
+
+def _fused_sizes(fun, *args):
+    return [len(s.members) for s in _steps(fun, *args) if type(s) is FusedStep]
+
+
+def test_runs_separated_by_an_independent_matmul_merge(unfused):
+    a, w = jnp.asarray(_rand((2048, 128))), jnp.asarray(_rand((128, 128), 1))
+    c = jnp.asarray(_rand((2048, 128), 2))
+
+    def independent(a, w, c):  # the matmul reads neither run: it moves before the first
+        u = jnp.tanh(a * 2.0) + 1.0
+        m = c @ w
+        return jnp.sum((u * m - 3.0) * u)
+
+    def dependent(a, w, c):  # the matmul reads the first run, the second run reads it
+        u = jnp.tanh(a * 2.0) + 1.0
+        m = u @ w
+        return jnp.sum((u * m - 3.0) * u)
+
+    assert _fused_sizes(independent, a, w, c) == [6]
+    assert _fused_sizes(dependent, a, w, c) == [3, 3]
+    for fun in (independent, dependent):
+        got = remat.jit(fun)(a, w, c)
+        np.testing.assert_allclose(float(got), float(fun(a, w, c)), rtol=1e-6)
+    merged_peak = memory.peak_memory(remat.jit(independent), a, w, c)
+    unfused()
+    assert merged_peak <= memory.peak_memory(remat.jit(independent), a, w, c)
+
+
+def test_merging_never_raises_the_peak_above_program_order():
+    a = jnp.asarray(_rand((2048, 128)))
+    ws = [jnp.asarray(_rand((128, 128), i)) for i in range(1, 4)]
+
+    def many_independent_products(a, *ws):  # moving all three up would hold them at once
+        u = jnp.tanh(a * 2.0) + 1.0
+        ms = [a @ w for w in ws]
+        v = u * 3.0 - 1.0
+        return [v] + ms
+
+    jaxpr = remat.jit(many_independent_products).lower(a, *ws).jaxpr
+    peak = memory.peak_memory(remat.jit(many_independent_products), a, *ws)
+    memory.reset_peak()  # program order, step by step, no fusion: eval_jaxpr
+    base = memory.live_bytes()
+    outs = eval_jaxpr(jaxpr, [], a, *ws)
+    program_order = memory.peak_bytes() - base
+    del outs
+    assert peak <= program_order

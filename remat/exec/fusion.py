@@ -13,8 +13,9 @@ import math
 import numpy as np
 
 from remat import memory
+from remat.core import Jaxpr, Literal
 from remat.exec import parallel
-from remat.exec.steps import donatable, release
+from remat.exec.steps import donatable, elementwise_impls, release
 
 FUSE_MIN_ELEMENTS = 1 << 16  # smaller runs gain nothing from tiling
 TILE_ELEMENTS = 1 << 17  # a tile of each live intermediate: 512 KiB in float32, about L2-sized
@@ -53,6 +54,135 @@ def fuse_steps(steps, slot_avals):
             out.append(step)
     flush()
     return out
+
+
+def _fusible_eqn(eqn):
+    if eqn.primitive not in elementwise_impls or len(eqn.outvars) != 1:
+        return False
+    shape = eqn.outvars[0].aval.shape
+    return (bool(shape) and math.prod(shape) >= FUSE_MIN_ELEMENTS
+            and all(type(v) is Literal or v.aval.shape == shape for v in eqn.invars))
+
+
+def _runs(eqns):
+    """(start, stop) of the maximal runs of fusible equations of one shape."""
+    runs, start = [], None
+    for i, e in enumerate(eqns + [None]):
+        ok = e is not None and _fusible_eqn(e)
+        if start is not None and not (ok and e.outvars[0].aval.shape
+                                      == eqns[start].outvars[0].aval.shape):
+            runs.append((start, i))
+            start = None
+        if ok and start is None:
+            start = i
+    return runs
+
+
+def cluster_elementwise(jaxpr):
+    """Reorder equations so that two runs of elementwise steps of one shape, separated only by
+    steps the second run does not need from the first (typically a matmul on other inputs),
+    become one run: ``R1 N R2`` -> ``N_pre R1 R2 N_post``, where ``N_pre`` is the part of
+    ``N`` that does not depend on ``R1``. Done only when the peak, with the merged run fused,
+    stays at or below program order's."""
+    eqns = list(jaxpr.eqns)
+    outvars = {v for v in jaxpr.outvars if type(v) is not Literal}
+    changed, merged = False, True
+    while merged:
+        merged = False
+        runs = _runs(eqns)
+        for (a1, b1), (a2, b2) in zip(runs, runs[1:]):
+            if eqns[a1].outvars[0].aval.shape != eqns[a2].outvars[0].aval.shape:
+                continue
+            tainted = {e.outvars[0] for e in eqns[a1:b1]}
+            pre, post = [], []
+            for e in eqns[b1:a2]:
+                if any(v in tainted for v in e.invars if type(v) is not Literal):
+                    post.append(e)
+                    tainted.update(e.outvars)
+                else:
+                    pre.append(e)
+            post_outs = {v for e in post for v in e.outvars}
+            if any(v in post_outs for e in eqns[a2:b2] for v in e.invars
+                   if type(v) is not Literal):
+                continue
+            old = [[e] for e in eqns[a1:b2]]
+            new = [[e] for e in pre] + [eqns[a1:b1] + eqns[a2:b2]] + [[e] for e in post]
+            later = {v for e in eqns[b2:] for v in e.invars if type(v) is not Literal}
+            keep = later | outvars
+            limit = _window_peak(old, keep, fused=False)
+            # (and no higher should the merged run end up not fused after all)
+            if (_window_peak(new, keep, fused=True) <= limit
+                    and _window_peak(new, keep, fused=False) <= limit):
+                eqns[a1:b2] = [e for unit in new for e in unit]
+                changed = merged = True
+                break
+    if not changed:
+        return jaxpr
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, eqns, jaxpr.debug_info)
+
+
+def _window_peak(units, keep, fused):
+    """Peak extra bytes over a sequence of units (lists of equations) run in order: a unit of
+    several equations runs fused (its values read after it materialized, an output may take
+    the buffer of an input dying in it), a single equation as the executor runs it (into a
+    dying input's buffer when it can). Values in ``keep`` outlive the window."""
+    last = {}
+    for i, unit in enumerate(units):
+        for e in unit:
+            for v in e.outvars:
+                last.setdefault(v, i)
+            for v in e.invars:
+                if type(v) is not Literal:
+                    last[v] = i
+    current = peak = 0
+    for i, unit in enumerate(units):
+        dying = [v for v, j in last.items() if j == i and v not in keep]
+        produced = {v for e in unit for v in e.outvars}
+        if len(unit) > 1 and fused:
+            outputs = [v for v in produced if v in keep or last[v] > i]
+            inputs = [v for v in dying if v not in produced]
+            donors = _donors(outputs, inputs, unit)
+            current += sum(_nbytes(v.aval) for v in outputs if v not in donors.values())
+            peak = max(peak, current)
+            current -= sum(_nbytes(v.aval) for v in inputs if v not in donors)
+            continue
+        donor = None
+        for e in unit:
+            donor = _in_place_donor(e, dying)
+            if donor is None:
+                current += sum(_nbytes(v.aval) for v in e.outvars)
+            peak = max(peak, current)
+        current -= sum(_nbytes(v.aval) for v in dying if v is not donor)
+    return peak
+
+
+def _in_place_donor(eqn, dying):
+    """The dying input an elementwise equation's output is written into, as the executor
+    does (see ``Plan``), or None."""
+    if eqn.primitive not in elementwise_impls or len(eqn.outvars) != 1 or eqn.params:
+        return None
+    out = eqn.outvars[0].aval
+    return next((v for v in eqn.invars if type(v) is not Literal and v in dying
+                 and v.aval.shape == out.shape and v.aval.dtype == out.dtype), None)
+
+
+def _donors(outputs, inputs, unit):
+    """input -> output: the inputs a fused unit's outputs can be written into (read last
+    before the output is produced, same shape and dtype), as ``FusedStep.build`` picks them."""
+    position = {e.outvars[0]: k for k, e in enumerate(unit)}
+    last_read = {}
+    for k, e in enumerate(unit):
+        for v in e.invars:
+            if type(v) is not Literal:
+                last_read[v] = k
+    donors = {}
+    for out in sorted(outputs, key=position.get):
+        for v in inputs:
+            if (v not in donors and last_read.get(v, -1) < position[out]
+                    and v.aval.shape == out.aval.shape and v.aval.dtype == out.aval.dtype):
+                donors[v] = out
+                break
+    return donors
 
 
 def _nbytes(aval):

@@ -9,7 +9,7 @@ import numpy as np
 from remat import memory
 from remat.core import Literal
 from remat.exec import parallel
-from remat.exec.fusion import FusedStep, fuse_steps
+from remat.exec.fusion import FusedStep, cluster_elementwise, fuse_steps
 from remat.exec.passes import optimize_jaxpr
 from remat.exec.steps import Step, elementwise_impls
 
@@ -18,7 +18,7 @@ class Plan:
     """A jaxpr (consts already turned into inputs) prepared for repeated execution."""
 
     def __init__(self, jaxpr):
-        jaxpr = optimize_jaxpr(jaxpr)
+        jaxpr = cluster_elementwise(optimize_jaxpr(jaxpr))
         self.jaxpr = jaxpr
         slot = {}
 
