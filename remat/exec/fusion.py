@@ -109,10 +109,13 @@ def cluster_elementwise(jaxpr):
             new = [[e] for e in pre] + [eqns[a1:b1] + eqns[a2:b2]] + [[e] for e in post]
             later = {v for e in eqns[b2:] for v in e.invars if type(v) is not Literal}
             keep = later | outvars
-            limit = _window_peak(old, keep, fused=False)
-            # (and no higher should the merged run end up not fused after all)
-            if (_window_peak(new, keep, fused=True) <= limit
-                    and _window_peak(new, keep, fused=False) <= limit):
+            # the merged run must also pass fuse_steps' own test, or it would run unfused
+            # in an order that was never checked
+            run_keep = keep | {v for e in post for v in e.invars if type(v) is not Literal}
+            merged_run = [eqns[a1:b1] + eqns[a2:b2]]
+            if (_window_peak(new, keep, fused=True) <= _window_peak(old, keep, fused=False)
+                    and _window_peak(merged_run, run_keep, fused=True)
+                    <= _window_peak(merged_run, run_keep, fused=False)):
                 eqns[a1:b2] = [e for unit in new for e in unit]
                 changed = merged = True
                 break
@@ -122,10 +125,13 @@ def cluster_elementwise(jaxpr):
 
 
 def _window_peak(units, keep, fused):
-    """Peak extra bytes over a sequence of units (lists of equations) run in order: a unit of
-    several equations runs fused (its values read after it materialized, an output may take
-    the buffer of an input dying in it), a single equation as the executor runs it (into a
-    dying input's buffer when it can). Values in ``keep`` outlive the window."""
+    """Peak extra bytes over a sequence of units (lists of equations) run in order. With
+    ``fused``, a unit of several equations runs fused (the values read after it materialized,
+    an output may take the buffer of an input dying in it); otherwise every equation runs
+    alone, as the executor runs it (into a dying input's buffer when it can). Values in
+    ``keep`` outlive the window."""
+    if not fused:
+        units = [[e] for unit in units for e in unit]
     last = {}
     for i, unit in enumerate(units):
         for e in unit:
@@ -137,21 +143,22 @@ def _window_peak(units, keep, fused):
     current = peak = 0
     for i, unit in enumerate(units):
         dying = [v for v, j in last.items() if j == i and v not in keep]
-        produced = {v for e in unit for v in e.outvars}
-        if len(unit) > 1 and fused:
-            outputs = [v for v in produced if v in keep or last[v] > i]
-            inputs = [v for v in dying if v not in produced]
-            donors = _donors(outputs, inputs, unit)
-            current += sum(_nbytes(v.aval) for v in outputs if v not in donors.values())
+        if len(unit) > 1:
+            produced = {e.outvars[0]: k for k, e in enumerate(unit)}
+            outputs = [(v, k) for v, k in produced.items() if v in keep or last[v] > i]
+            reads = [[v for v in e.invars if type(v) is not Literal] for e in unit]
+            order, last_read = _run_reads(reads, produced)
+            inputs = [v for v in order if v in dying]
+            donors = pick_donors(outputs, inputs, last_read, lambda v: v.aval)
+            current += sum(_nbytes(v.aval) for v, _ in outputs if v not in donors)
             peak = max(peak, current)
-            current -= sum(_nbytes(v.aval) for v in inputs if v not in donors)
+            current -= sum(_nbytes(v.aval) for v in inputs if v not in donors.values())
             continue
-        donor = None
-        for e in unit:
-            donor = _in_place_donor(e, dying)
-            if donor is None:
-                current += sum(_nbytes(v.aval) for v in e.outvars)
-            peak = max(peak, current)
+        (e,) = unit
+        donor = _in_place_donor(e, dying)
+        if donor is None:
+            current += sum(_nbytes(v.aval) for v in e.outvars)
+        peak = max(peak, current)
         current -= sum(_nbytes(v.aval) for v in dying if v is not donor)
     return peak
 
@@ -166,23 +173,32 @@ def _in_place_donor(eqn, dying):
                  and v.aval.shape == out.shape and v.aval.dtype == out.dtype), None)
 
 
-def _donors(outputs, inputs, unit):
-    """input -> output: the inputs a fused unit's outputs can be written into (read last
-    before the output is produced, same shape and dtype), as ``FusedStep.build`` picks them."""
-    position = {e.outvars[0]: k for k, e in enumerate(unit)}
-    last_read = {}
-    for k, e in enumerate(unit):
-        for v in e.invars:
-            if type(v) is not Literal:
-                last_read[v] = k
-    donors = {}
-    for out in sorted(outputs, key=position.get):
-        for v in inputs:
-            if (v not in donors and last_read.get(v, -1) < position[out]
-                    and v.aval.shape == out.aval.shape and v.aval.dtype == out.aval.dtype):
-                donors[v] = out
+def pick_donors(outputs, inputs, last_read, aval):
+    """output -> the input whose buffer it is written into, for a fused run: ``outputs`` as
+    (value, index of its producer) in run order, ``inputs`` the external inputs dying in the
+    run in order of first read, ``last_read`` their last readers; an input qualifies once its
+    last read is before the producer, with the output's shape and dtype."""
+    donors, taken = {}, set()
+    for out, i in outputs:
+        for x in inputs:
+            if (x not in taken and last_read[x] < i and aval(x).shape == aval(out).shape
+                    and aval(x).dtype == aval(out).dtype):
+                donors[out] = x
+                taken.add(x)
                 break
     return donors
+
+
+def _run_reads(run, produced):
+    """(inputs in order of first read, last reader index) of a run's external inputs."""
+    inputs, last_read = [], {}
+    for i, e in enumerate(run):
+        for v in e:
+            if v not in produced:
+                if v not in last_read:
+                    inputs.append(v)
+                last_read[v] = i
+    return inputs, last_read
 
 
 def _nbytes(aval):
@@ -207,25 +223,14 @@ class FusedStep:
         produced = {m.outs[0]: i for i, m in enumerate(members)}
         freed_at = {s: i for i, m in enumerate(members) for s in m.frees}
         internal = {s for s in produced if s in freed_at}
-        ins, last_read = [], {}
-        for i, m in enumerate(members):
-            for s in m.ins:
-                if type(s) is int and s not in produced:
-                    if s not in last_read:
-                        ins.append(s)
-                    last_read[s] = i
+        ins, last_read = _run_reads([[s for s in m.ins if type(s) is int] for m in members],
+                                    produced)
         frees = [s for s in freed_at if s not in internal]
         dying = set(frees)
-        outputs, taken = [], set()
-        for s, i in produced.items():
-            if s in internal:
-                continue
-            aval = slot_avals[s]
-            donors = [x for x in ins if x in dying and x not in taken and last_read[x] < i
-                      and slot_avals[x].shape == aval.shape
-                      and slot_avals[x].dtype == aval.dtype]
-            taken.update(donors[:1])
-            outputs.append((s, aval, donors[:1]))
+        donors = pick_donors([(s, i) for s, i in produced.items() if s not in internal],
+                             [x for x in ins if x in dying], last_read, slot_avals.get)
+        outputs = [(s, slot_avals[s], [donors[s]] if s in donors else [])
+                   for s in produced if s not in internal]
         if not cls._keeps_peak(members, outputs, slot_avals):
             return None
         # tile registers for the intermediates, reused once a value is dead
