@@ -1,5 +1,7 @@
-"""The jit executor: jaxpr passes (DCE, barrier-aware CSE) and prepared plans that run on
-NumPy buffers, freeing each at its last use."""
+"""The jit executor: jaxpr passes (inlining, constant folding, barrier-aware CSE, DCE) and
+prepared plans that run on NumPy buffers, freeing each at its last use, fusing runs of
+elementwise steps into cache-sized tiles (``fusion``) and splitting large steps across the
+executor's worker threads (``parallel``)."""
 
 from remat.exec.plan import Plan, evaluate, plan_for
 from remat.exec.passes import cse_jaxpr, optimize_jaxpr
