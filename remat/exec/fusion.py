@@ -15,45 +15,23 @@ import numpy as np
 from remat import memory
 from remat.core import Jaxpr, Literal
 from remat.exec import parallel
-from remat.exec.steps import donatable, elementwise_impls, release
+from remat.exec.steps import donatable, elementwise_impls, in_place_donor, release
 
 FUSE_MIN_ELEMENTS = 1 << 16  # smaller runs gain nothing from tiling
 TILE_ELEMENTS = 1 << 17  # a tile of each live intermediate: 512 KiB in float32, about L2-sized
 
 
-def _fusible(step, slot_avals):
-    if step.elementwise is None or step.multiple or not step.out_shape:
-        return False
-    if math.prod(step.out_shape) < FUSE_MIN_ELEMENTS:
-        return False
-    return all(type(i) is not int or slot_avals[i].shape == step.out_shape for i in step.ins)
-
-
-def fuse_steps(steps, slot_avals):
-    """``steps`` with every fusible run of two or more steps replaced by a FusedStep."""
-    out, run = [], []
-
-    def flush():
-        if len(run) >= 2:
-            fused = FusedStep.build(list(run), slot_avals)
-            if fused is not None:
-                out.append(fused)
-                run.clear()
-                return
-        out.extend(run)
-        run.clear()
-
-    for step in steps:
-        if _fusible(step, slot_avals) and (not run or step.out_shape == run[0].out_shape):
-            run.append(step)
-            continue
-        flush()
-        if _fusible(step, slot_avals):
-            run.append(step)
-        else:
-            out.append(step)
-    flush()
-    return out
+def fuse_steps(steps, eqns, slot_avals):
+    """``steps`` (one per equation of ``eqns``) with every fusible run of two or more
+    replaced by a FusedStep."""
+    out, done = [], 0
+    for start, stop in _runs(eqns):
+        fused = FusedStep.build(steps[start:stop], slot_avals) if stop - start > 1 else None
+        if fused is not None:
+            out += steps[done:start]
+            out.append(fused)
+            done = stop
+    return out + steps[done:]
 
 
 def _fusible_eqn(eqn):
@@ -67,7 +45,7 @@ def _fusible_eqn(eqn):
 def _runs(eqns):
     """(start, stop) of the maximal runs of fusible equations of one shape."""
     runs, start = [], None
-    for i, e in enumerate(eqns + [None]):
+    for i, e in enumerate(list(eqns) + [None]):
         ok = e is not None and _fusible_eqn(e)
         if start is not None and not (ok and e.outvars[0].aval.shape
                                       == eqns[start].outvars[0].aval.shape):
@@ -155,22 +133,12 @@ def _window_peak(units, keep, fused):
             current -= sum(_nbytes(v.aval) for v in inputs if v not in donors.values())
             continue
         (e,) = unit
-        donor = _in_place_donor(e, dying)
+        donor = in_place_donor(e, set(dying))
         if donor is None:
             current += sum(_nbytes(v.aval) for v in e.outvars)
         peak = max(peak, current)
         current -= sum(_nbytes(v.aval) for v in dying if v is not donor)
     return peak
-
-
-def _in_place_donor(eqn, dying):
-    """The dying input an elementwise equation's output is written into, as the executor
-    does (see ``Plan``), or None."""
-    if eqn.primitive not in elementwise_impls or len(eqn.outvars) != 1 or eqn.params:
-        return None
-    out = eqn.outvars[0].aval
-    return next((v for v in eqn.invars if type(v) is not Literal and v in dying
-                 and v.aval.shape == out.shape and v.aval.dtype == out.dtype), None)
 
 
 def pick_donors(outputs, inputs, last_read, aval):
@@ -298,20 +266,19 @@ class FusedStep:
                 memory.track(buf)
             owned.add(slot)
             env[slot] = arrays[slot] = buf
-        flat = all(a.flags.c_contiguous for a in arrays.values())
-        if flat:
-            arrays = {s: a.reshape(-1) for s, a in arrays.items()}
-        length = next(iter(arrays.values())).shape[0]
-        row = 1 if flat else math.prod(self.shape[1:])
-        tile = max(1, TILE_ELEMENTS // max(row, 1))
-        bounds = parallel.bounds(length, parallel.workers())
-        parallel.run_parts(lambda lo, hi: self._run_tiles(arrays, lo, hi, tile),
+        shape = self.shape
+        if all(a.flags.c_contiguous for a in arrays.values()):  # tiles of the flat buffers
+            shape = (math.prod(shape),)
+            arrays = {s: a.reshape(shape) for s, a in arrays.items()}
+        tile_shape = (max(1, TILE_ELEMENTS // max(1, math.prod(shape[1:]))),) + shape[1:]
+        bounds = parallel.bounds(shape[0], parallel.workers())
+        parallel.run_parts(lambda lo, hi: self._run_tiles(arrays, lo, hi, tile_shape),
                            [b for b in bounds if b[0] < b[1]])
         release(self.frees, env, owned)
 
-    def _run_tiles(self, arrays, lo, hi, tile):
-        first = next(iter(arrays.values()))
-        registers = [np.empty((tile,) + first.shape[1:], dt) for dt in self.registers]
+    def _run_tiles(self, arrays, lo, hi, tile_shape):
+        tile = tile_shape[0]
+        registers = [np.empty(tile_shape, dt) for dt in self.registers]
         for a in range(lo, hi, tile):
             b = min(a + tile, hi)
             n = b - a

@@ -188,37 +188,38 @@ def run_parts(fn, parts):
 
 
 def bounds(n, parts):
+    """``parts`` near-equal (start, stop) ranges covering range(n)."""
     return [(i * n // parts, (i + 1) * n // parts) for i in range(parts)]
 
 
-def _split_views(ins, out):
-    """(per-part inputs, per-part outputs) cutting ``out`` and the inputs of its shape along
-    one axis, or None when the step cannot be cut (too small, or an input of another shape)."""
+def _worth_splitting(ins, shape):
+    """Large enough to split, with every array input of the output's shape."""
+    return (_state.workers > 1 and math.prod(shape) >= MIN_SPLIT_ELEMENTS
+            and all(np.shape(x) == shape for x in ins if np.ndim(x)))
+
+
+def _parts(ins, out):
+    """[(inputs, output)] per worker, cutting ``out`` and its equal-shaped inputs along one
+    axis: axis 0, or the flattened buffers when axis 0 is too short and all are C-ordered;
+    the whole as one part when neither is possible."""
     workers = _state.workers
-    if workers == 1 or out.size < MIN_SPLIT_ELEMENTS:
-        return None
-    arrays = [x for x in ins if np.ndim(x)]
-    if any(np.shape(x) != out.shape for x in arrays):
-        return None
-    if out.shape[0] < workers:  # e.g. (1, n): cut the flattened buffers when all are C-ordered
-        if not all(x.flags.c_contiguous for x in arrays + [out]):
-            return None
+    if out.shape[0] < workers:  # e.g. (1, n)
+        if not all(x.flags.c_contiguous for x in ins if np.ndim(x)) or \
+                not out.flags.c_contiguous:
+            return [(ins, out)]
         ins = [x.reshape(-1) if np.ndim(x) else x for x in ins]
         out = out.reshape(-1)
-    cuts = bounds(out.shape[0], workers)
-    return ([[x[lo:hi] if np.ndim(x) else x for x in ins] for lo, hi in cuts],
-            [out[lo:hi] for lo, hi in cuts])
+    return [([x[lo:hi] if np.ndim(x) else x for x in ins], out[lo:hi])
+            for lo, hi in bounds(out.shape[0], workers)]
 
 
 def ufunc_into(ufunc, ins, out):
     """``ufunc(*ins, out=out)``, split across the workers when large. ``out`` may be one of
     the inputs (an in-place update): each part reads and writes only its own rows."""
-    split = _split_views(ins, out)
-    if split is None:
+    if _worth_splitting(ins, out.shape):
+        run_parts(lambda xs, o: ufunc(*xs, out=o), _parts(ins, out))
+    else:
         ufunc(*ins, out=out)
-        return out
-    part_ins, part_outs = split
-    run_parts(lambda xs, o: ufunc(*xs, out=o), list(zip(part_ins, part_outs)))
     return out
 
 
@@ -226,13 +227,9 @@ def elementwise(impl, ufunc, ins, params, shape, dtype):
     """A new array of ``impl(*ins, **params)`` for an elementwise primitive, split across
     the workers (``ufunc``, when the impl is one, writes each part in place; any other impl
     runs on cache-sized pieces); None when too small to be worth it."""
-    if _state.workers == 1 or math.prod(shape) < MIN_SPLIT_ELEMENTS:
-        return None
-    if any(np.shape(x) != shape for x in ins if np.ndim(x)):
+    if not _worth_splitting(ins, shape):
         return None
     out = np.empty(shape, dtype)
-    split = _split_views(ins, out)
-    parts = list(zip(*split)) if split is not None else [(ins, out)]
     if ufunc is not None:
         def fill(xs, o):
             ufunc(*xs, out=o, casting="unsafe")
@@ -243,7 +240,7 @@ def elementwise(impl, ufunc, ins, params, shape, dtype):
                 o[lo:lo + step] = impl(*[x[lo:lo + step] if np.ndim(x) else x for x in xs],
                                        **params)
 
-    run_parts(fill, parts)
+    run_parts(fill, _parts(ins, out))
     return out
 
 

@@ -11,7 +11,7 @@ from remat.core import Literal
 from remat.exec import parallel
 from remat.exec.fusion import FusedStep, cluster_elementwise, fuse_steps
 from remat.exec.passes import optimize_jaxpr
-from remat.exec.steps import Step, elementwise_impls
+from remat.exec.steps import Step, elementwise_impls, in_place_donor
 
 
 class Plan:
@@ -44,23 +44,18 @@ class Plan:
             step = Step(eqn.primitive, ins, outs, eqn.params, [slot_of(v) for v in fr],
                         [v.aval.dtype for v in eqn.outvars], eqn.source_info)
             if eqn.primitive in elementwise_impls:
-                out_aval = eqn.outvars[0].aval
                 step.elementwise, ufunc = elementwise_impls[eqn.primitive]
-                step.out_shape = out_aval.shape
-                if ufunc is not None and not eqn.params:
+                step.out_shape = eqn.outvars[0].aval.shape
+                if not eqn.params:
                     step.ufunc = ufunc
-                    dying = set(fr)
-                    for v in eqn.invars:
-                        if (type(v) is not Literal and v in dying
-                                and v.aval.shape == out_aval.shape
-                                and v.aval.dtype == out_aval.dtype):
-                            step.donor = slot_of(v)
-                            break
+                donor = in_place_donor(eqn, set(fr))
+                if donor is not None:
+                    step.donor = slot_of(donor)
             steps.append(step)
             for v in eqn.invars + eqn.outvars:
                 if type(v) is not Literal:
                     slot_avals[slot_of(v)] = v.aval
-        self.steps = fuse_steps(steps, slot_avals)
+        self.steps = fuse_steps(steps, jaxpr.eqns, slot_avals)
         self.out_atoms = [literal(v) if type(v) is Literal else slot_of(v)
                           for v in jaxpr.outvars]
         self.num_slots = len(slot)

@@ -4,6 +4,7 @@ executor's variants (in-place into a dying input, split across the workers)."""
 import numpy as np
 
 from remat import memory
+from remat.core import Literal
 from remat.exec import parallel
 
 # prim -> (its default impl, the NumPy ufunc it is, or None): elementwise primitives. Large
@@ -67,6 +68,17 @@ class Step:
 
     def record(self):
         memory.record_step(self.primitive, self.source_info)
+
+
+def in_place_donor(eqn, dying):
+    """The input of an elementwise ``eqn`` that dies there (is in ``dying``) and whose buffer
+    its output can take (a ufunc without params, same shape and dtype), or None."""
+    entry = elementwise_impls.get(eqn.primitive)
+    if entry is None or entry[1] is None or eqn.params or len(eqn.outvars) != 1:
+        return None
+    out = eqn.outvars[0].aval
+    return next((v for v in eqn.invars if type(v) is not Literal and v in dying
+                 and v.aval.shape == out.shape and v.aval.dtype == out.dtype), None)
 
 
 def donatable(buf):
