@@ -50,6 +50,14 @@ class _ScalarMeta(type):
         return f"<class 'remat.numpy.{cls.__name__}'>"
 
 
+def _named(fn, name, doc=None):
+    """A function made by a factory, named (and documented) as the public one it is."""
+    fn.__name__ = fn.__qualname__ = name
+    if doc is not None:
+        fn.__doc__ = doc
+    return fn
+
+
 def _make_scalar_type(name, dtype):
     return _ScalarMeta(name, (), {"dtype": np.dtype(dtype), "__module__": "remat.numpy"})
 
@@ -800,10 +808,7 @@ def _unary_inexact(name, lax_fn, doc):
     def fn(x, /):
         return lax_fn(_inexact_arg(name, x))
 
-    fn.__name__ = name
-    fn.__qualname__ = name
-    fn.__doc__ = doc
-    return fn
+    return _named(fn, name, doc)
 
 
 sqrt = _unary_inexact("sqrt", lax.sqrt, "Square root (ints compute in float).")
@@ -910,9 +915,7 @@ def _int_identity_or(name, lax_fn):
             return x
         return lax_fn(x)
 
-    fn.__name__ = name
-    fn.__qualname__ = name
-    return fn
+    return _named(fn, name)
 
 
 floor = _int_identity_or("floor", lax.floor)
@@ -1076,10 +1079,7 @@ def _binary(name, promote, lax_fn, doc, bool_fn=None):
             return bool_fn(x1, x2)
         return lax_fn(x1, x2)
 
-    fn.__name__ = name
-    fn.__qualname__ = name
-    fn.__doc__ = doc
-    return fn
+    return _named(fn, name, doc)
 
 
 add = _binary("add", _promote_args, lax.add, "Elementwise ``x1 + x2`` (NumPy broadcasting).",
@@ -1327,10 +1327,7 @@ def _comparison(name, lax_fn):
             x1, x2 = _promote_args(name, x1, x2)
         return _weakly_bool(lax_fn(x1, x2), x1, x2)
 
-    fn.__name__ = name
-    fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise ``{name}`` comparison (a boolean array)."
-    return fn
+    return _named(fn, name, f"Elementwise ``{name}`` comparison (a boolean array).")
 
 
 equal = _comparison("equal", lax.eq)
@@ -1349,10 +1346,7 @@ def _bitwise(name, lax_fn):
                             f"{_dtype(x1).name}")
         return lax_fn(x1, x2)
 
-    fn.__name__ = name
-    fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise ``{name}`` of integers or booleans."
-    return fn
+    return _named(fn, name, f"Elementwise ``{name}`` of integers or booleans.")
 
 
 bitwise_and = _bitwise("bitwise_and", lax.bitwise_and)
@@ -1383,10 +1377,7 @@ def _logical(name, lax_fn):
         x1, x2 = _promote_args(name, x1, x2)
         return lax_fn(_to_bool(x1), _to_bool(x2))
 
-    fn.__name__ = name
-    fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise ``{name}`` of the truth values of the operands."
-    return fn
+    return _named(fn, name, f"Elementwise ``{name}`` of the truth values of the operands.")
 
 
 logical_and = _logical("logical_and", lax.bitwise_and)
