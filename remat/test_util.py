@@ -1,4 +1,5 @@
-"""Gradient checking against finite differences (``check_grads``), for tests of every rule.
+"""Gradient checking against finite differences (``check_grads``), for tests of every rule;
+``check_vmap`` compares a batched function with a loop over the examples.
 
 Finite differences are taken in float64 (x64 is switched on while they run, and inexact inputs
 are upcast), so their error is far below the tolerance; the AD side runs at the inputs' own
@@ -145,3 +146,14 @@ def _cast_like(tangent, primals):
 def _pull(fun, args, ct):
     out, pullback = api.vjp(fun, *args)
     return pullback(_cast_like(ct, out))
+
+
+def check_vmap(f, args, in_axes, rtol=1e-5, atol=1e-5):
+    """``vmap(f, in_axes)(*args)`` equals stacking ``f`` over the examples one at a time."""
+    size = next(a.shape[ax] for a, ax in zip(args, in_axes) if ax is not None)
+    out = api.vmap(f, in_axes=in_axes)(*args)
+    expected = np.stack([
+        np.asarray(f(*[a if ax is None else np.take(a, i, axis=ax)
+                       for a, ax in zip(args, in_axes)])) for i in range(size)])
+    assert out.shape == expected.shape
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=rtol, atol=atol)

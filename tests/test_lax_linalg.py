@@ -8,7 +8,7 @@ import pytest
 
 import remat
 from remat import lax
-from remat.test_util import check_grads
+from remat.test_util import check_grads, check_vmap
 
 RNG = np.random.default_rng(0)
 
@@ -318,16 +318,6 @@ def _insert(shape, axis, size):
     return shape[:axis] + (size,) + shape[axis:]
 
 
-def _check_vmap(f, args, in_axes):
-    size = next(a.shape[ax] for a, ax in zip(args, in_axes) if ax is not None)
-    out = remat.vmap(f, in_axes=in_axes)(*args)
-    expected = np.stack([
-        np.asarray(f(*[a if ax is None else np.take(a, i, axis=ax)
-                       for a, ax in zip(args, in_axes)])) for i in range(size)])
-    assert out.shape == expected.shape
-    np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-5)
-
-
 VMAP_CASES = [DOT_CASES[i] for i in (0, 1, 4, 7, 8, 10, 13)]
 
 
@@ -338,9 +328,9 @@ def test_dot_general_vmap(lhs_shape, rhs_shape, dn):
     for la, rb in itertools.product(range(len(lhs_shape) + 1), range(len(rhs_shape) + 1)):
         xb = _rand(_insert(lhs_shape, la, size))
         yb = _rand(_insert(rhs_shape, rb, size))
-        _check_vmap(f, (xb, yb), (la, rb))
-        _check_vmap(f, (xb, _rand(rhs_shape)), (la, None))
-        _check_vmap(f, (_rand(lhs_shape), yb), (None, rb))
+        check_vmap(f, (xb, yb), (la, rb))
+        check_vmap(f, (xb, _rand(rhs_shape)), (la, None))
+        check_vmap(f, (_rand(lhs_shape), yb), (None, rb))
 
 
 def test_nested_vmap_and_vmap_of_grad():
