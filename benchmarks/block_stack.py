@@ -75,13 +75,12 @@ def analytic_minimum(policy, L, D, T, form="unrolled", fused=None):
     return max(max(L * R + P, R + L * P) + W, L * R + H)
 
 
-# --- the remat model -------------------------------------------------------------------------
+# --- the model, written once for remat and for JAX ----------------------------------------
 
 
-def make_remat_step(form, policy):
-    import remat
-    import remat.numpy as jnp
-    from remat import lax
+def make_loss(system, form, policy):
+    """The network's loss, written against ``system``: the ``remat`` or the ``jax`` module."""
+    jnp = system.numpy
 
     def gelu(a):
         return 0.5 * a * (1.0 + jnp.tanh(GELU_C * (a + 0.044715 * a ** 3)))
@@ -90,9 +89,9 @@ def make_remat_step(form, policy):
         return h + gelu(h @ w1) @ w2
 
     if policy == "checkpoint":
-        block = remat.checkpoint(block)
+        block = system.checkpoint(block)
     elif policy == "dots_saveable":
-        block = remat.checkpoint(block, policy=remat.checkpoint_policies.dots_saveable)
+        block = system.checkpoint(block, policy=system.checkpoint_policies.dots_saveable)
 
     if form == "unrolled":
         def loss(params, h):
@@ -101,20 +100,30 @@ def make_remat_step(form, policy):
             return jnp.mean(h ** 2)
     else:
         def loss(params, h):
-            w1s, w2s = params
-            h, _ = lax.scan(lambda c, w: (block(c, *w), None), h, (w1s, w2s))
+            h, _ = system.lax.scan(lambda c, w: (block(c, *w), None), h, params)
             return jnp.mean(h ** 2)
+    return loss
 
-    return remat.jit(remat.grad(loss))
+
+def make_params(jnp, form, weights):
+    """The weights as ``jnp`` arrays: a list of pairs (unrolled), or two stacks (scan)."""
+    if form == "unrolled":
+        return [(jnp.asarray(w1), jnp.asarray(w2)) for w1, w2 in weights]
+    return (jnp.asarray(np.stack([w for w, _ in weights])),
+            jnp.asarray(np.stack([w for _, w in weights])))
+
+
+def make_remat_step(form, policy):
+    import remat
+    import remat.numpy  # noqa: F401 - make_loss reaches it as remat.numpy
+
+    return remat.jit(remat.grad(make_loss(remat, form, policy)))
 
 
 def remat_params(form, weights):
     import remat.numpy as jnp
 
-    if form == "unrolled":
-        return [(jnp.asarray(w1), jnp.asarray(w2)) for w1, w2 in weights]
-    return (jnp.asarray(np.stack([w for w, _ in weights])),
-            jnp.asarray(np.stack([w for _, w in weights])))
+    return make_params(jnp, form, weights)
 
 
 # --- the hand-written NumPy floor ------------------------------------------------------------
@@ -222,28 +231,8 @@ def measure_jax(form, policy, weights, h0, repeat):
     import jax
     import jax.numpy as jnp
 
-    def gelu(a):
-        return 0.5 * a * (1.0 + jnp.tanh(GELU_C * (a + 0.044715 * a ** 3)))
-
-    def block(h, w1, w2):
-        return h + gelu(h @ w1) @ w2
-
-    if policy == "checkpoint":
-        block = jax.checkpoint(block)
-    elif policy == "dots_saveable":
-        block = jax.checkpoint(block, policy=jax.checkpoint_policies.dots_saveable)
-    if form == "unrolled":
-        def loss(params, h):
-            for w1, w2 in params:
-                h = block(h, w1, w2)
-            return jnp.mean(h ** 2)
-        params = [(jnp.asarray(a), jnp.asarray(b)) for a, b in weights]
-    else:
-        def loss(params, h):
-            h, _ = jax.lax.scan(lambda c, w: (block(c, *w), None), h, params)
-            return jnp.mean(h ** 2)
-        params = (jnp.asarray(np.stack([w for w, _ in weights])),
-                  jnp.asarray(np.stack([w for _, w in weights])))
+    loss = make_loss(jax, form, policy)
+    params = make_params(jnp, form, weights)
     step = jax.jit(jax.grad(loss))
     h = jnp.asarray(h0)
     compiled = step.lower(params, h).compile()
