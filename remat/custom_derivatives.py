@@ -116,13 +116,21 @@ def _custom_jvp_call_jvp(primals, tangents, call_jaxpr, jvp_jaxpr_fun, num_const
     return outs, out_tangents
 
 
-def _custom_jvp_call_batch(vals, dims, call_jaxpr, jvp_jaxpr_fun, num_consts):
+def _batch_call(vals, dims, call_jaxpr, num_consts):
+    """What both custom-call batchers start from: the batch size, the values with their batch
+    axes in front, which are batched, the batched call, the primals' batch dims (after the
+    consts), and the number of outputs."""
     size = batching.axis_size_of(vals, dims)
     vals = [v if d is None else batching.moveaxis(v, d, 0) for v, d in zip(vals, dims)]
     batched = tuple(d is not None for d in dims)
     b_call, _ = batching.batch_jaxpr(call_jaxpr, size, batched, True)
     primal_dims = [0 if b else None for b in batched[num_consts:]]
-    n_out = len(call_jaxpr.out_avals)
+    return size, vals, batched, b_call, primal_dims, len(call_jaxpr.out_avals)
+
+
+def _custom_jvp_call_batch(vals, dims, call_jaxpr, jvp_jaxpr_fun, num_consts):
+    size, vals, batched, b_call, primal_dims, n_out = _batch_call(vals, dims, call_jaxpr,
+                                                                   num_consts)
 
     def batched_jvp(primals, tangents):
         def flat(*pt):
@@ -243,12 +251,8 @@ def _custom_vjp_call_jvp(primals, tangents, call_jaxpr, fwd, bwd, num_consts):
 
 
 def _custom_vjp_call_batch(vals, dims, call_jaxpr, fwd, bwd, num_consts):
-    size = batching.axis_size_of(vals, dims)
-    vals = [v if d is None else batching.moveaxis(v, d, 0) for v, d in zip(vals, dims)]
-    batched = tuple(d is not None for d in dims)
-    b_call, _ = batching.batch_jaxpr(call_jaxpr, size, batched, True)
-    primal_dims = [0 if b else None for b in batched[num_consts:]]
-    n_out = len(call_jaxpr.out_avals)
+    size, vals, batched, b_call, primal_dims, n_out = _batch_call(vals, dims, call_jaxpr,
+                                                                   num_consts)
 
     def at_front(outs, out_dims):
         return [batching.bdim_at_front(o, d, size) for o, d in zip(outs, out_dims)]
