@@ -263,6 +263,11 @@ def _static_slice(x, entries, shape, clip):
     if tuple(starts) != (0,) * len(shape) or tuple(limits) != tuple(shape) or \
             any(s != 1 for s in strides):
         x = lax.slice(x, starts, limits, None if all(s == 1 for s in strides) else strides)
+    return _reverse_squeeze_expand(x, rev_axes, squeeze_axes, new_axes)
+
+
+def _reverse_squeeze_expand(x, rev_axes, squeeze_axes, new_axes):
+    """The end of a basic-indexing view: negative steps, integer indices, ``None``s."""
     if rev_axes:
         x = lax.rev(x, rev_axes)
     if squeeze_axes:
@@ -309,13 +314,7 @@ def _dynamic_slice(x, entries, shape):
             new_axes.append(out_pos)
             out_pos += 1
     x = lax.dynamic_slice(x, starts, sizes)
-    if rev_axes:
-        x = lax.rev(x, rev_axes)
-    if squeeze_axes:
-        x = lax.squeeze(x, squeeze_axes)
-    if new_axes:
-        x = lax.expand_dims(x, new_axes)
-    return x
+    return _reverse_squeeze_expand(x, rev_axes, squeeze_axes, new_axes)
 
 
 def _static_path_ok(entries, mode):
