@@ -241,6 +241,17 @@ def _check_scalar_output(out, name):
                         f"directly.")
 
 
+def _with_args_at(fun, args, kwargs, nums):
+    """``fun`` as a function of its arguments at positions ``nums`` (the others as given)."""
+    def of_chosen(*chosen):
+        full = list(args)
+        for i, a in zip(nums, chosen):
+            full[i] = a
+        return fun(*full, **kwargs)
+
+    return of_chosen
+
+
 def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """``(fun(*args), ∂fun/∂args[argnums])`` for scalar-output ``fun``."""
     name = "value_and_grad"
@@ -254,12 +265,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
             for leaf in tree_flatten(args[i])[0]:
                 _check_grad_input(leaf, i, allow_int)
 
-        def fun_of_diff(*dargs):
-            full = list(args)
-            for i, a in zip(nums, dargs):
-                full[i] = a
-            return fun(*full, **kwargs)
-
+        fun_of_diff = _with_args_at(fun, args, kwargs, nums)
         out, pullback, aux = _vjp(fun_of_diff, diff_args, has_aux)
         _check_scalar_output(out, "grad")
         from remat import lax
@@ -320,12 +326,7 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
                                 f"that is a sub-dtype of np.inexact), but got {a.dtype.name}.")
         dtype = np.result_type(*[a.dtype for a in avals])
 
-        def f_of_diff(*d):
-            full = list(args)
-            for i, x in zip(nums, d):
-                full[i] = x
-            return fun(*full, **kwargs)
-
+        f_of_diff = _with_args_at(fun, args, kwargs, nums)
         basis, total = _std_basis(avals, dtype)
 
         def push(*tangents):
@@ -369,12 +370,7 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
         nums = normalize_argnums(argnums, len(args), f"jacrev of {fun_name(fun)}", "argnums")
         diff = tuple(args[i] for i in nums)
 
-        def f_of_diff(*d):
-            full = list(args)
-            for i, x in zip(nums, d):
-                full[i] = x
-            return fun(*full, **kwargs)
-
+        f_of_diff = _with_args_at(fun, args, kwargs, nums)
         out, pullback, aux = _vjp(f_of_diff, diff, has_aux)
         flat_out, out_tree = tree_flatten(out)
         avals = [core.get_aval(o) for o in flat_out]
