@@ -61,10 +61,21 @@ class Step:
                     o = np.asarray(getattr(o, "_buf", o))
                 if o.dtype != dt:
                     o = o.astype(dt)
+                if self._aliases_unowned(o, ins, owned):
+                    env[s] = o  # the caller's buffer (an identity's result): never ours to reuse
+                    continue
                 memory.track(o)
                 owned.add(s)
                 env[s] = o
         release(self.frees, env, owned)
+
+    def _aliases_unowned(self, out, ins, owned):
+        """``out`` is one of the step's input buffers (identity primitives return their
+        operand) that the run does not own: a literal, or the caller's input."""
+        for atom, buf in zip(self.ins, ins):
+            if buf is out:
+                return type(atom) is not int or atom not in owned
+        return False
 
     def record(self):
         memory.record_step(self.primitive, self.source_info)

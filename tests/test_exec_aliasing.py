@@ -1,0 +1,112 @@
+"""The executor's buffer reuse when a primitive's output may be its input (identity primitives
+return their operand; reshape, slices, same-dtype conversions may return it or a view of it).
+An aliased buffer must never be overwritten while the value it also holds is still needed: in a
+jitted program (inputs from NumPy or remat Arrays), in a scan body (the carry), with donated
+inputs, and in the backward pass of a checkpoint (whose optimization barrier is an identity)."""
+
+import numpy as np
+import pytest
+
+import remat
+import remat.numpy as jnp
+from remat import lax
+from remat.ad_checkpoint import checkpoint, checkpoint_name
+
+ALIASING = {
+    "checkpoint_name": lambda c: checkpoint_name(c, "b"),
+    "stop_gradient": lax.stop_gradient,
+    "optimization_barrier": lax.optimization_barrier,
+    "reshape_same": lambda c: jnp.reshape(c, c.shape),
+    "reshape_view": lambda c: jnp.reshape(jnp.reshape(c, (2, 2)), (4,)),
+    "astype_same": lambda c: c.astype(c.dtype),
+    "convert_same": lambda c: lax.convert_element_type(c, c.dtype),
+    "full_slice": lambda c: c[:],
+    "lax_slice": lambda c: lax.slice(c, (0,), (4,)),
+    "dynamic_slice": lambda c: lax.dynamic_slice(c, (0,), (4,)),
+    "squeeze_expand": lambda c: jnp.squeeze(c[None], 0),
+    "transpose_1d": jnp.transpose,
+    "broadcast_same": lambda c: jnp.broadcast_to(c, c.shape),
+    "asarray": jnp.asarray,
+    "real": jnp.real,
+    "pad_zero": lambda c: lax.pad(c, 0.0, [(0, 0, 0)]),
+    "concatenate_one": lambda c: jnp.concatenate([c]),
+    "where_same": lambda c: jnp.where(True, c, c),
+}
+
+X = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+
+
+def program(alias):
+    """The aliased value dies in an elementwise step (an in-place candidate) while the
+    original is still read afterwards."""
+    return lambda c: (alias(c) * 0.5, c[0] + 0.0, c * 3.0)
+
+
+def expected(c):
+    return c * 0.5, c[0], c * 3.0
+
+
+def assert_outputs(got, want):
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(g), w)
+
+
+@pytest.mark.parametrize("name", sorted(ALIASING))
+@pytest.mark.parametrize("make_input", [np.array, jnp.asarray], ids=["numpy", "array"])
+def test_jit_never_overwrites_an_aliased_input(name, make_input):
+    x = make_input(X.copy())
+    assert_outputs(remat.jit(program(ALIASING[name]))(x), expected(X))
+    np.testing.assert_array_equal(np.asarray(x), X)
+
+
+@pytest.mark.parametrize("name", sorted(ALIASING))
+def test_eager_never_overwrites_an_aliased_input(name):
+    x = jnp.asarray(X)
+    assert_outputs(program(ALIASING[name])(x), expected(X))
+    np.testing.assert_array_equal(np.asarray(x), X)
+
+
+@pytest.mark.parametrize("name", sorted(ALIASING))
+@pytest.mark.parametrize("jitted", [False, True])
+def test_scan_body_never_overwrites_its_carry(name, jitted):
+    alias = ALIASING[name]
+
+    def run(x):
+        return lax.scan(lambda c, t: (alias(c) * 0.5, c[0]), x, jnp.zeros(3))
+
+    carry, ys = (remat.jit(run) if jitted else run)(np.array(X))
+    np.testing.assert_array_equal(np.asarray(carry), X / 8)
+    np.testing.assert_array_equal(np.asarray(ys), [1.0, 0.5, 0.25])
+
+
+@pytest.mark.parametrize("name", sorted(ALIASING))
+def test_donated_input_aliased_by_an_identity(name):
+    fun = remat.jit(program(ALIASING[name]), donate_argnums=0)
+    assert_outputs(fun(jnp.asarray(X)), expected(X))
+
+
+@pytest.mark.parametrize("name", sorted(ALIASING))
+def test_vmap_of_jit_with_an_alias(name):
+    xs = np.stack([X, -X])
+    got = remat.vmap(remat.jit(program(ALIASING[name])))(xs)
+    want = [np.stack(col) for col in zip(expected(X), expected(-X))]
+    assert_outputs(got, want)
+
+
+def test_a_plan_output_that_is_its_input_is_not_reused():
+    """A program that returns its input and a value computed from an identity of it."""
+    fun = remat.jit(lambda c: (c, lax.stop_gradient(c) + 1.0, c * 2.0))
+    x = np.array(X)
+    out = fun(x)
+    assert_outputs(out, (X, X + 1, X * 2))
+    np.testing.assert_array_equal(x, X)
+
+
+def test_prevent_cse_barrier_in_the_backward_pass_keeps_the_input():
+    """The checkpoint's barrier returns its operand; the cosine of it must not be written
+    over the input that ``x * x``'s gradient still reads (issue 12, case 2)."""
+    a = np.array([0.3, -1.2, 2.0], np.float32)
+    loss = lambda x: jnp.sum(x * x) + jnp.sum(checkpoint(jnp.sin)(x))
+    want = 2 * a + np.cos(a)
+    np.testing.assert_allclose(remat.jit(remat.grad(loss))(a), want, rtol=1e-6)
+    np.testing.assert_allclose(remat.grad(remat.jit(loss))(a), want, rtol=1e-6)
