@@ -78,3 +78,29 @@ def test_nested_checkpoints_outer_without_prevent_cse():
     np.testing.assert_allclose(gw, np.outer(c * v, v), rtol=1e-12)
     want_v = c * e3 + w.T @ (c * v) + c * 2 * v / np.cosh(v * v) ** 2
     np.testing.assert_allclose(gv, want_v, rtol=1e-12)
+
+
+@pytest.mark.parametrize("policy", ["everything_saveable", "dots_saveable"])
+def test_scan_in_checkpoint_with_a_known_carry_made_unknown_by_the_body(policy):
+    """The carry starts known (zeros) but the body mixes in the differentiated ``w``: the
+    policy-aware split made the carry unknown yet still passed it to the known scan, whose
+    operands then no longer matched its body (found by the fuzzer)."""
+
+    def f(w, xs):
+        saving = getattr(remat.checkpoint_policies, policy)
+        return remat.checkpoint(lambda w: _scan_loss(w, xs), policy=saving)(w)
+
+    w = np.array([0.3, -0.2, 0.5])
+    xs = np.linspace(0.1, 1.0, 12).reshape(4, 3)
+    plain = remat.grad(lambda w: _scan_loss(w, xs))(w)
+    np.testing.assert_allclose(remat.grad(f)(w, xs), plain, rtol=1e-12)
+    np.testing.assert_allclose(plain, [-1.80914916, 5.3064672, -4.52805575], rtol=1e-7)
+
+
+def _scan_loss(w, xs):
+    def body(c, x):
+        c = jnp.sin(c) * x + w * x
+        return c, c * 2.0
+
+    c, ys = lax.scan(body, jnp.zeros(3), xs)
+    return jnp.sum(c) + jnp.sum(jnp.cos(ys))

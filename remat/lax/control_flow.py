@@ -381,9 +381,27 @@ def _offloaded_outputs(closed):
 
 
 def _scan_abstract_eval(*avals, jaxpr, num_consts, num_carry, length, reverse, unroll):
-    carry = jaxpr.out_avals[:num_carry]
-    ys = [a.update(shape=(length,) + a.shape) for a in jaxpr.out_avals[num_carry:]]
-    return list(carry) + ys
+    _check_scan_operands(avals, jaxpr, num_consts, num_carry, length)
+    return list(jaxpr.out_avals[:num_carry]) + \
+        _stacked_avals(jaxpr.out_avals[num_carry:], length)
+
+
+def _stacked_avals(avals, length):
+    return [a.update(shape=(length,) + a.shape) for a in avals]
+
+
+def _check_scan_operands(avals, jaxpr, num_consts, num_carry, length):
+    """The operands have the body's input types (xs with a leading ``length`` axis): a rule
+    that binds a scan wrongly fails here, where it is made, not at run time."""
+    body = jaxpr.in_avals
+    if len(avals) != len(body):
+        raise TypeError(f"scan got {len(avals)} operands for a body of {len(body)} inputs")
+    for i, (a, b) in enumerate(zip(avals, body)):
+        want = b.shape if i < num_consts + num_carry else (length,) + b.shape
+        if a.shape != want or a.dtype != b.dtype:
+            raise TypeError(f"scan operand {i} has type {a.dtype}{list(a.shape)} where the body "
+                            f"(num_consts={num_consts}, num_carry={num_carry}, "
+                            f"length={length}) takes {b.dtype}{list(want)}")
 
 
 scan_p.def_impl(_scan_impl)
@@ -435,8 +453,7 @@ def _scan_jvp(primals, tangents, jaxpr, num_consts, num_carry, length, reverse, 
     ys, ys_t = outs[num_carry + n_carry_t:num_carry + n_carry_t + n_ys], \
         iter(outs[num_carry + n_carry_t + n_ys:])
     carry_avals = jaxpr.out_avals[:num_carry]
-    y_avals = _scan_abstract_eval(jaxpr=jaxpr, num_consts=num_consts, num_carry=num_carry,
-                                  length=length, reverse=reverse, unroll=unroll)[num_carry:]
+    y_avals = _stacked_avals(jaxpr.out_avals[num_carry:], length)
     tangent_out = [next(carry_t) if z else ad.Zero(a.to_tangent_aval())
                    for z, a in zip(carry_nz, carry_avals)]
     tangent_out += [next(ys_t) if z else ad.Zero(a.to_tangent_aval())
@@ -527,7 +544,7 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
     # Every carry is treated as linear; a known carry init (e.g. an instantiated zero tangent)
     # simply receives no cotangent.
     ct_carry = [ad.instantiate_zeros(c) for c in cts[:num_carry]]
-    y_avals = [a.update(shape=(length,) + a.shape) for a in jaxpr.out_avals[num_carry:]]
+    y_avals = _stacked_avals(jaxpr.out_avals[num_carry:], length)
     ct_ys = [ad.instantiate_zeros(ad.Zero(a.to_tangent_aval())) if type(c) is ad.Zero else c
              for c, a in zip(cts[num_carry:], y_avals)]
     res_consts = [x for x, lin in zip(consts, const_lin) if not lin]
@@ -651,7 +668,9 @@ def _scan_pe_custom(eqn, unknowns, policy, unsaveable):
         if new == carry_uk:
             break
         carry_uk = new
-    # a known carry whose output the body would compute as unknown cannot stay known
+    # a known carry whose output the body computes as unknown is unknown (the staged scan
+    # reads its known initial value as a residual); the known scan no longer takes it
+    unknowns = const_uk + carry_uk + xs_uk
     bj = body.jaxpr
     c_in, k_in, x_in = _scan_split(bj.invars, num_consts, num_carry)
     kinds = {}
