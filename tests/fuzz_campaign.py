@@ -1,0 +1,88 @@
+"""A long campaign of the differential fuzzer (``fuzzing.py``): one seeded program per case, run
+in worker processes, continuing past failures.
+
+    python tests/fuzz_campaign.py --cases 50000 --jobs 2 [--start 0] [--jax-every 1] [--log F]
+
+Every case gets the checks that need only remat (with vs without checkpoints, jit vs eager);
+every ``--jax-every``-th case is also compared with JAX, where it is installed (JAX's eager
+dispatch makes that check about ten times the cost of the others). A case that JAX rejects is
+counted as invalid, not as a failure, when remat rejects it too. Prints a summary; each failure
+(its seed, check and program) goes to the log.
+"""
+
+import argparse
+import multiprocessing
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import fuzzing  # noqa: E402
+
+_namespaces = None
+
+
+def _init():
+    global _namespaces
+    import remat
+
+    remat.config.update("jax_enable_x64", True)
+    try:
+        import jax
+    except ImportError:
+        jax_ns = None
+    else:
+        jax.config.update("jax_enable_x64", True)
+        jax_ns = fuzzing.Namespace.jax()
+    _namespaces = (fuzzing.Namespace.remat(), jax_ns)
+
+
+def run_case(task):
+    """(seed, with_jax) -> (seed, outcome, detail): outcome is 'ok', 'jax-checked',
+    'invalid' or 'fail'."""
+    seed, with_jax = task
+    remat_ns, jax_ns = _namespaces
+    program = fuzzing.draw_program(fuzzing.RandomChooser(seed))
+    jax_ns = jax_ns if with_jax else None
+    try:
+        fuzzing.check_program(program, remat_ns, jax_ns)
+    except fuzzing.Disagreement as e:
+        return seed, "fail", str(e)
+    except Exception as e:  # remat raised: a failure unless JAX rejects the program too
+        if jax_ns is not None and fuzzing.jax_rejects(program, jax_ns):
+            return seed, "invalid", f"{type(e).__name__}: {e}"
+        return seed, "fail", f"remat raised {type(e).__name__}: {e}\n{program!r}"
+    return seed, "jax-checked" if jax_ns is not None else "ok", ""
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=1000)
+    parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--jax-every", type=int, default=1)
+    parser.add_argument("--log", default="fuzz_failures.log")
+    args = parser.parse_args(argv)
+    tasks = [(s, (s - args.start) % args.jax_every == 0)
+             for s in range(args.start, args.start + args.cases)]
+    counts = dict(ok=0, **{"jax-checked": 0}, invalid=0, fail=0)
+    start = time.time()
+    with open(args.log, "w") as log, multiprocessing.Pool(args.jobs, _init) as pool:
+        for done, (seed, outcome, detail) in enumerate(
+                pool.imap_unordered(run_case, tasks, chunksize=16), 1):
+            counts[outcome] += 1
+            if outcome in ("fail", "invalid"):
+                log.write(f"seed {seed} {outcome}: {detail}\n\n")
+                log.flush()
+            if done % 1000 == 0:
+                print(f"{done} cases, {time.time() - start:.0f} s: {counts}", flush=True)
+    print(f"{args.cases} cases (seeds {args.start}..{args.start + args.cases - 1}) in "
+          f"{time.time() - start:.0f} s: {counts['ok'] + counts['jax-checked']} passed "
+          f"({counts['jax-checked']} also against JAX), {counts['invalid']} invalid, "
+          f"{counts['fail']} failed")
+    return 1 if counts["fail"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
