@@ -16,6 +16,7 @@ import types
 from remat import core, exec, lax
 from remat.api_util import (
     HashableByIdentity,
+    TraceCache,
     abstractify,
     arg_names,
     flatten_fun,
@@ -528,7 +529,7 @@ class _Checkpointed:
         self.policy = policy
         self.static_argnums = static_argnums
         self.static_argnames = tuple(static_argnames)
-        self.cache = {}
+        self.cache = TraceCache()
         self.trace_count = 0
 
     def _trace(self, dyn_fun, in_tree, avals, names):

@@ -7,6 +7,7 @@ from remat.api_util import (
     ShapeDtypeStruct,
     abstractify,
     arg_names,
+    check_callable,
     flatten_fun,
     flatten_fun_nokwargs,
     fun_name,
@@ -41,6 +42,7 @@ def _trace_user_fun(fun, args, kwargs, static_argnums, traced_for):
 
 def make_jaxpr(fun, static_argnums=(), return_shape=False):
     """``make_jaxpr(f)(*args)``: the ClosedJaxpr of ``f`` at the shapes of ``args``."""
+    check_callable(fun)
 
     def make_jaxpr_f(*args, **kwargs):
         closed, out_tree = _trace_user_fun(fun, args, kwargs, static_argnums, "make_jaxpr")
@@ -55,6 +57,7 @@ def make_jaxpr(fun, static_argnums=(), return_shape=False):
 
 def eval_shape(fun, *args, **kwargs):
     """The output shapes/dtypes of ``fun(*args, **kwargs)`` without computing anything."""
+    check_callable(fun)
     closed, out_tree = _trace_user_fun(fun, args, kwargs, (), "eval_shape")
     shapes = [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type) for a in closed.out_avals]
     return tree_unflatten(out_tree, shapes)
@@ -99,6 +102,7 @@ def _tangent_in(p, t):
 
 def jvp(fun, primals, tangents, has_aux=False):
     """``(fun(*primals), J·tangents)`` (and the aux output with ``has_aux``)."""
+    check_callable(fun)
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("primal and tangent arguments to jvp must be tuples or lists; found "
                         f"{type(primals).__name__} and {type(tangents).__name__}.")
@@ -125,6 +129,7 @@ def jvp(fun, primals, tangents, has_aux=False):
 def linearize(fun, *primals, has_aux=False):
     """``(fun(*primals), f_jvp)`` where ``f_jvp`` evaluates the linearized function: the
     forward pass runs once now; ``f_jvp`` holds only the residuals."""
+    check_callable(fun)
     flat_p, tree_p = tree_flatten(primals)
     flat_fun, store = flatten_fun_nokwargs(fun, tree_p, has_aux)
     outs, linear, out_nonzero = ad.linearize_flat(flat_fun, flat_p)
@@ -216,6 +221,7 @@ def _vjp(fun, primals, has_aux):
 
 def vjp(fun, *primals, has_aux=False):
     """``(fun(*primals), f_vjp)``: ``f_vjp(ct)`` is the cotangent of the inputs."""
+    check_callable(fun)
     out, pullback, aux = _vjp(fun, primals, has_aux)
     return (out, pullback, aux) if has_aux else (out, pullback)
 
@@ -254,12 +260,18 @@ def _with_args_at(fun, args, kwargs, nums):
 
 def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """``(fun(*args), ∂fun/∂args[argnums])`` for scalar-output ``fun``."""
+    check_callable(fun)
     name = "value_and_grad"
 
     def value_and_grad_f(*args, **kwargs):
-        nums = normalize_argnums(argnums, len(args), f"{name} of {fun_name(fun)}", "argnums")
+        nums = normalize_argnums(argnums, None, f"{name} of {fun_name(fun)}", "argnums")
         if not nums:
             raise ValueError("argnums must not be empty")
+        if max(nums) >= len(args):  # JAX's TypeError, as for a missing positional argument
+            raise TypeError(f"differentiating with respect to argnums={argnums} requires at "
+                            f"least {max(nums) + 1} positional arguments to be passed by the "
+                            f"caller, but got only {len(args)} positional arguments.")
+        nums = normalize_argnums(nums, len(args), f"{name} of {fun_name(fun)}", "argnums")
         diff_args = tuple(args[i] for i in nums)
         for i in nums:
             for leaf in tree_flatten(args[i])[0]:
@@ -312,6 +324,7 @@ def _std_basis(flat_avals, dtype_of):
 
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     """The Jacobian of ``fun`` by forward mode (vmapped JVPs)."""
+    check_callable(fun)
 
     def jacfun(*args, **kwargs):
         import numpy as np
@@ -363,6 +376,7 @@ def _unflatten_jac_axis(t, avals, tree, total):
 
 def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """The Jacobian of ``fun`` by reverse mode (vmapped VJPs)."""
+    check_callable(fun)
 
     def jacfun(*args, **kwargs):
         import numpy as np
@@ -436,12 +450,17 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None):
     """Vectorize ``fun`` over the ``in_axes`` of its arguments."""
     from remat.interpreters import batching
 
+    check_callable(fun)
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
-    if not (in_axes is None or isinstance(in_axes, (int, tuple, dict))):
+    if not (in_axes is None or type(in_axes) in (int, tuple)):
         raise TypeError(f"vmap in_axes must be an int, None, or a tuple of entries "
                         f"corresponding to the positional arguments passed to the function, "
                         f"but got {in_axes}.")
+    for what, spec in (("in_axes", in_axes), ("out_axes", out_axes)):
+        if not all(type(leaf) is int for leaf in tree_flatten(spec)[0]):
+            raise TypeError(f"vmap {what} must be an int, None, or (nested) container with "
+                            f"those types as leaves, but got {spec}.")
 
     def vmapped(*args, **kwargs):
         if kwargs:
@@ -494,13 +513,18 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None):
         for (v, d), oax in zip(vals_dims, flat_out_axes):
             if oax is None:
                 if d is not None:
-                    raise ValueError("vmap has mapped output but out_axes is None")
+                    raise ValueError(f"at vmap out_axes, got axis spec None but output was "
+                                     f"batched on axis {d}")
                 results.append(v)
                 continue
             if d is None:
                 v = batching.bdim_at_front(v, None, size)
                 d = 0
             nd = core.get_aval(v).ndim
+            if not -nd <= oax < nd:
+                raise ValueError(f"vmap out_axes: axis {oax} is out of bounds for array of "
+                                 f"dimension {nd} (a batched output of shape "
+                                 f"{core.get_aval(v).shape})")
             results.append(batching.moveaxis(v, d, oax % nd))
         return tree_unflatten(out_tree, results)
 

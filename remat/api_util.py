@@ -1,12 +1,14 @@
 """Helpers shared by the user-facing transformations: flattening functions over pytrees,
 static arguments, argument names for messages and provenance."""
 
+import collections
 import inspect
 import operator
 
 import numpy as np
 
 from remat import core, dtypes
+from remat.config import config
 from remat.tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 
@@ -52,6 +54,13 @@ def flatten_fun_nokwargs(fun, in_tree, has_aux=False):
         return flat_out + aux_leaves
 
     return flat_fun, store
+
+
+def check_callable(fun):
+    """A transformation checks its function when it wraps it, as JAX does: the error points
+    at the wrapping line, not at a later call."""
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun}")
 
 
 def fun_name(fun):
@@ -149,6 +158,117 @@ def normalize_argnums(argnums, num_args, fun_label, what="static_argnums"):
                              f"{num_args} positional argument{'s' if num_args != 1 else ''}")
         out.append(a % num_args if num_args is not None and a < 0 else a)
     return tuple(sorted(set(out)))
+
+
+def argnums_in_bounds(argnums, num_args):
+    """jit's argnums at a call with ``num_args`` positional arguments, made nonnegative:
+    those past the end are ignored (a parameter left to its default), those before the start
+    are an error (JAX's rule)."""
+    out = []
+    for i in argnums:
+        if i >= num_args:
+            continue
+        if i < -num_args:
+            raise ValueError(f"Positional argument indices, e.g. for `static_argnums`, must have "
+                             f"value greater than or equal to -len(args) and less than "
+                             f"len(args), but got value {i} for len(args) == {num_args}.")
+        out.append(i % num_args)
+    return tuple(sorted(set(out)))
+
+
+def resolve_jit_argnums(fun, static_argnums, static_argnames, donate_argnums):
+    """jit's ``(static_argnums, static_argnames, donate_argnums)`` checked against ``fun``'s
+    signature when jit wraps it: each of static_argnums/static_argnames not given is inferred
+    from the other, and positions or names ``fun`` cannot take are a ValueError then."""
+    label = f"jit of {fun_name(fun)}"
+    if static_argnums is not None:
+        static_argnums = normalize_argnums(static_argnums, None, label)
+    if isinstance(static_argnames, str):
+        static_argnames = (static_argnames,)
+    elif static_argnames is not None:
+        static_argnames = tuple(static_argnames)
+    donate_argnums = normalize_argnums(donate_argnums, None, label, "donate_argnums")
+    sig = _signature(fun)
+    if sig is None:  # a builtin: nothing to infer or check against
+        return static_argnums or (), static_argnames or (), donate_argnums
+    by_position = [(i, p.name) for i, p in enumerate(sig.parameters.values())
+                   if p.kind is p.POSITIONAL_OR_KEYWORD]
+    if static_argnums is None:
+        static_argnums = tuple(i for i, n in by_position if n in (static_argnames or ()))
+    if static_argnames is None:
+        static_argnames = tuple(n for i, n in by_position if i in static_argnums)
+    _check_argnums(sig, static_argnums, "static_argnums")
+    _check_argnums(sig, donate_argnums, "donate_argnums")
+    _check_argnames(sig, static_argnames)
+    return static_argnums, static_argnames, donate_argnums
+
+
+def _check_argnums(sig, argnums, what):
+    params = sig.parameters.values()
+    if not argnums or any(p.kind is p.VAR_POSITIONAL for p in params):
+        return
+    n = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    if min(argnums) < -n or max(argnums) >= n:
+        raise ValueError(f"Jitted function has {what}={argnums}, but only accepts {n} "
+                         f"positional arguments.")
+
+
+def _check_argnames(sig, argnames):
+    params = sig.parameters
+    positional_only = {n for n in argnames if n in params and params[n].kind in
+                       (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL)}
+    if positional_only:
+        raise ValueError(f"Jitted function has invalid argnames {positional_only} in "
+                         f"static_argnames. These are positional-only")
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = set(argnames) - set(params)
+    if unknown:
+        raise ValueError(f"Jitted function has invalid argnames {unknown} in static_argnames. "
+                         f"Function does not take these args.")
+
+
+def hashable_static(value, where, fun):
+    """jit's cache key for a static argument: its value, and its type so that ``1`` and
+    ``1.0`` (equal, but traced differently) do not share a trace. A value that cannot be
+    hashed is a ValueError, as in JAX: keying it by identity would retrace on every call."""
+    try:
+        hash(value)
+    except TypeError as e:
+        raise ValueError(f"Non-hashable static arguments are not supported. Static argument "
+                         f"{where} of type {type(value)} for function {fun_name(fun)} is "
+                         f"non-hashable: {value!r}. The error was:\nTypeError: {e}") from None
+    return type(value), value
+
+
+class TraceCache:
+    """A function's traces by signature, at most ``config.trace_cache_size`` of them: the
+    least recently used is evicted first, so a function called with ever-new shapes or
+    static values does not keep every trace (and its constants) alive."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self):
+        self._entries = collections.OrderedDict()
+
+    def get(self, key):
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+        return entry
+
+    def __setitem__(self, key, entry):
+        self._entries[key] = entry
+        self._entries.move_to_end(key)
+        while len(self._entries) > config.trace_cache_size:
+            self._entries.popitem(last=False)
+
+    def __len__(self):
+        return len(self._entries)
+
+    def keys(self):
+        """The keys, least recently used first."""
+        return list(self._entries)
 
 
 def static_argnums_from_names(fun, static_argnames):

@@ -3,16 +3,20 @@ wrapper that traces once per (function, static arguments, input avals and tree).
 
 import functools
 
+import numpy as np
+
 from remat import core, exec, memory
 from remat.api_util import (
+    TraceCache,
     abstractify,
     arg_names,
+    argnums_in_bounds,
+    check_callable,
     flatten_fun,
     fun_name,
-    normalize_argnums,
+    hashable_static,
+    resolve_jit_argnums,
     split_static,
-    static_argnums_from_names,
-    static_key,
 )
 from remat.array import Array
 from remat.config import config
@@ -177,19 +181,14 @@ class JittedFunction:
 
     def __init__(self, fun, static_argnums, static_argnames, donate_argnums):
         self.fun = fun
-        self.static_argnums = static_argnums
-        self.static_argnames = tuple(static_argnames)
-        self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else \
-            tuple(donate_argnums or ())
-        self.cache = {}
+        self.static_argnums, self.static_argnames, self.donate_argnums = resolve_jit_argnums(
+            fun, static_argnums, static_argnames, donate_argnums)
+        self.cache = TraceCache()
         self.trace_count = 0
         functools.update_wrapper(self, fun, updated=())  # not fun's __dict__
 
     def _static(self, args, kwargs):
-        label = f"jit of {fun_name(self.fun)}"
-        nums = set(normalize_argnums(self.static_argnums, len(args), label))
-        nums |= {i for i in static_argnums_from_names(self.fun, self.static_argnames)
-                 if i < len(args)}
+        nums = set(argnums_in_bounds(self.static_argnums, len(args)))
         dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
         static_kwargs = {k: v for k, v in kwargs.items() if k in self.static_argnames}
         return tuple(sorted(nums)), dyn_kwargs, static_kwargs
@@ -197,15 +196,16 @@ class JittedFunction:
     def trace(self, *args, **kwargs):
         """``(ClosedJaxpr, consts, out_tree, flat dynamic args)`` for these arguments."""
         static, dyn_kwargs, static_kwargs = self._static(args, kwargs)
+        key_static = (tuple(hashable_static(args[i], f"(index {i})", self.fun) for i in static),
+                      tuple(sorted((k, hashable_static(v, repr(k), self.fun))
+                                   for k, v in static_kwargs.items())))
         dyn_args, dyn_fun = split_static(self.fun, args, static)
         if static_kwargs:
             dyn_fun = functools.partial(dyn_fun, **static_kwargs)
         flat_args, in_tree = tree_flatten((dyn_args, dyn_kwargs))
         names = arg_names(self.fun, args, dyn_kwargs, static)
         avals = tuple(abstractify(x, n) for x, n in zip(flat_args, names))
-        key = (tuple(static_key(args[i]) for i in static),
-               tuple(sorted((k, static_key(v)) for k, v in static_kwargs.items())),
-               in_tree, avals, config.trace_context())
+        key = (key_static, in_tree, avals, config.trace_context())
         entry = self.cache.get(key)
         if entry is None:
             flat_fun, store = flatten_fun(dyn_fun, in_tree)
@@ -235,8 +235,7 @@ class JittedFunction:
         if not self.donate_argnums:
             return ()
         static, _, _ = self._static(args, kwargs)
-        nums = set(normalize_argnums(self.donate_argnums, len(args),
-                                     f"jit of {fun_name(self.fun)}", "donate_argnums"))
+        nums = set(argnums_in_bounds(self.donate_argnums, len(args)))
         indices, position = [], 0
         for i, arg in enumerate(args):
             if i in static:
@@ -261,7 +260,8 @@ class JittedFunction:
             else:
                 bufs.append(core.to_numpy(x, core.get_aval(x)))
         const_bufs = [core.to_numpy(c, core.get_aval(c)) for c in consts]
-        outs = exec.plan_for(call_jaxpr.jaxpr).run(const_bufs + bufs, donated=given)
+        with np.errstate(all="ignore"):  # as every other run (see core.ignore_fp_errors)
+            outs = exec.plan_for(call_jaxpr.jaxpr).run(const_bufs + bufs, donated=given)
         return [core.make_array(o, a) for o, a in zip(outs, call_jaxpr.out_avals)]
 
     def lower(self, *args, **kwargs):
@@ -273,14 +273,16 @@ class JittedFunction:
         return functools.partial(self, obj)
 
 
-def jit(fun=None, *, static_argnums=None, static_argnames=(), donate_argnums=(),
+_UNSPECIFIED = object()
+
+
+def jit(fun=_UNSPECIFIED, /, *, static_argnums=None, static_argnames=None, donate_argnums=(),
         keep_unused=False, inline=False):
-    """Stage ``fun`` once per input signature and run it through the executor."""
-    if fun is None:
+    """Stage ``fun`` once per input signature and run it through the executor. Without
+    ``fun``, a decorator with these options."""
+    if fun is _UNSPECIFIED:
         return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
-                             donate_argnums=donate_argnums)
-    if not callable(fun):
-        raise TypeError(f"Expected a callable value, got {fun!r}")
-    if isinstance(static_argnames, str):
-        static_argnames = (static_argnames,)
+                             donate_argnums=donate_argnums, keep_unused=keep_unused,
+                             inline=inline)
+    check_callable(fun)
     return JittedFunction(fun, static_argnums, static_argnames, donate_argnums)

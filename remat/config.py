@@ -1,14 +1,28 @@
 """Global flags, read from ``JAX_*`` environment variables and settable with ``config.update``."""
 
 import contextlib
+import operator
 import os
 
 _TRUE = ("1", "true", "yes", "on")
 
 
+def _parse(name, value, default):
+    """``value`` as the type of the flag's default (bool flags take JAX's spellings)."""
+    if isinstance(default, bool):
+        return value.strip().lower() in _TRUE if isinstance(value, str) else bool(value)
+    try:
+        value = int(value) if isinstance(value, str) else operator.index(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive integer, got {value!r}") from None
+    if value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
 def _env_flag(name, default):
     value = os.environ.get(name)
-    return default if value is None else value.strip().lower() in _TRUE
+    return default if value is None else _parse(name, value, default)
 
 
 class Config:
@@ -19,6 +33,9 @@ class Config:
         "disable_jit": ("JAX_DISABLE_JIT", False),
         "log_checkpoint_residuals": ("JAX_LOG_CHECKPOINT_RESIDUALS", False),
         "threefry_partitionable": ("JAX_THREEFRY_PARTITIONABLE", True),
+        # the most traces one jitted (or checkpointed) function keeps, least recently used
+        # evicted first: JAX's bound on its trace caches
+        "trace_cache_size": ("JAX_TRACE_CACHE_SIZE", 4096),
     }
     # flags that change what tracing produces: part of every trace cache's key
     _trace_flags = ("enable_x64", "threefry_partitionable")
@@ -35,7 +52,8 @@ class Config:
         return flag
 
     def update(self, name, value):
-        object.__setattr__(self, self._flag_name(name), bool(value))
+        flag = self._flag_name(name)
+        object.__setattr__(self, flag, _parse("jax_" + flag, value, self._defaults[flag][1]))
 
     def read(self, name):
         return getattr(self, self._flag_name(name))

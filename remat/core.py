@@ -132,6 +132,35 @@ def to_numpy(x, aval=None):
     return np.asarray(x, dtype=aval.dtype)
 
 
+# --- floating-point errors ------------------------------------------------------------------
+# Impls run with NumPy's floating-point errors ignored: log(-1), 1/0 and overflow give nan/inf
+# silently, as in JAX, not RuntimeWarnings from inside remat. NumPy 2 keeps that state in a
+# context variable; setting it directly costs a fifth of entering np.errstate (once per op).
+
+try:
+    from numpy._core._multiarray_umath import _extobj_contextvar as _np_fp_state
+except ImportError:  # NumPy 1: a per-thread setting
+    _np_fp_state = None
+
+if _np_fp_state is not None:
+    with np.errstate(all="ignore"):
+        _FP_IGNORED = _np_fp_state.get()
+
+    def ignore_fp_errors():
+        """Ignore floating-point errors until ``restore_fp_errors(token)``."""
+        return _np_fp_state.set(_FP_IGNORED)
+
+    def restore_fp_errors(token):
+        _np_fp_state.reset(token)
+else:
+    def ignore_fp_errors():
+        """Ignore floating-point errors until ``restore_fp_errors(token)``."""
+        return np.seterr(all="ignore")
+
+    def restore_fp_errors(token):
+        np.seterr(**token)
+
+
 # --- the current trace -----------------------------------------------------------------------
 
 
@@ -173,24 +202,28 @@ class EvalTrace(Trace):
     """Eager evaluation: each primitive runs its impl on NumPy buffers."""
 
     def process_primitive(self, primitive, args, params):
-        bufs = []
-        avals = []
-        for x in args:
-            if type(x) is _array_type:
-                bufs.append(x._buf)
-                avals.append(x.aval)
-            elif isinstance(x, Tracer):
-                return self._forward_to_tracer_trace(primitive, args, params)
+        quiet = ignore_fp_errors()
+        try:
+            bufs = []
+            avals = []
+            for x in args:
+                if type(x) is _array_type:
+                    bufs.append(x._buf)
+                    avals.append(x.aval)
+                elif isinstance(x, Tracer):
+                    return self._forward_to_tracer_trace(primitive, args, params)
+                else:
+                    aval = get_aval(x)
+                    avals.append(aval)
+                    bufs.append(np.array(x, dtype=aval.dtype))  # copy: arrays are immutable
+            out_aval = abstract_eval(primitive, avals, params)
+            out = primitive.impl(*bufs, **params)
+            if primitive.multiple_results:
+                out = [make_array(o, a) for o, a in zip(out, out_aval)]
             else:
-                aval = get_aval(x)
-                avals.append(aval)
-                bufs.append(np.array(x, dtype=aval.dtype))  # copy: arrays are immutable
-        out_aval = abstract_eval(primitive, avals, params)
-        out = primitive.impl(*bufs, **params)
-        if primitive.multiple_results:
-            out = [make_array(o, a) for o, a in zip(out, out_aval)]
-        else:
-            out = make_array(out, out_aval)
+                out = make_array(out, out_aval)
+        finally:
+            restore_fp_errors(quiet)
         if memory._recorder is not None:
             memory.record_step(primitive)
         return out

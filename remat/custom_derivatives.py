@@ -11,7 +11,7 @@ user's ``bwd``.
 import functools
 
 from remat import core, exec
-from remat.api_util import fun_name, static_key
+from remat.api_util import TraceCache, fun_name, static_key
 from remat.config import config
 from remat.core import ClosedJaxpr, Primitive
 from remat.interpreters import ad, batching
@@ -70,7 +70,7 @@ class _CustomDerivative:
         functools.update_wrapper(self, fun, updated=())  # not fun's __dict__
         self.fun = fun
         self.nondiff_argnums = tuple(nondiff_argnums)
-        self._cache = {}
+        self._cache = TraceCache()
 
     def _prepare(self, args, kwargs, rule):
         """``(nondiff, diff, flat_args, in_tree, traced)`` for a call with ``args``."""

@@ -48,3 +48,12 @@ class TracerArrayConversionError(JAXTypeError):
 
 class UnexpectedTracerError(Exception):
     """A tracer escaped the transformation that created it and was used after it ended."""
+
+
+class JaxRuntimeError(RuntimeError):
+    """A failure while running a computation (JAX's ``jax.errors.JaxRuntimeError``)."""
+
+
+class OutOfMemoryError(JaxRuntimeError, MemoryError):
+    """An array larger than the machine's memory (XLA's ``RESOURCE_EXHAUSTED``), raised where
+    the array is created; also a MemoryError, as NumPy's allocation failures are."""

@@ -7,9 +7,13 @@ views lives. ``live_bytes()`` and the high-water mark ``peak_bytes()`` are there
 for everything remat allocates.
 """
 
+import math
+import os
+
 import numpy as np
 
 from remat import source_info
+from remat.errors import OutOfMemoryError
 
 _owners = {}  # id(owning ndarray) -> [number of holders, nbytes, is_host]
 _live = 0
@@ -96,6 +100,33 @@ def peak_memory(f, *args, **kwargs):
     peak = _peak - start
     del out
     return peak
+
+
+# --- allocation limit ------------------------------------------------------------------------
+
+
+def _machine_bytes():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows): no limit known
+        return None
+
+
+machine_bytes = _machine_bytes()
+
+
+def check_fits(shape, dtype):
+    """Broadcasts are lazy NumPy views, so one far larger than memory would only fail (or
+    thrash) wherever it is first materialized. Fail where it is created instead, as JAX's
+    allocation does: OutOfMemoryError when ``shape``/``dtype`` exceeds the machine's RAM."""
+    if machine_bytes is None:
+        return
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    if nbytes > machine_bytes:
+        raise OutOfMemoryError(
+            f"RESOURCE_EXHAUSTED: Out of memory allocating {nbytes} bytes for an array of "
+            f"shape {tuple(shape)} and dtype {np.dtype(dtype).name} (this machine has "
+            f"{machine_bytes} bytes of memory).")
 
 
 # --- timelines -------------------------------------------------------------------------------

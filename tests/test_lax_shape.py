@@ -310,8 +310,8 @@ ERRORS = [
      r"broadcast_in_dim broadcast_dimensions must be strictly increasing.*\(0, 0\)"),
     (lambda: lax.broadcast_in_dim(np.ones(3), (2, 4), (1,)), TypeError,
      r"broadcast_in_dim operand dimension sizes must either be 1.*\(3,\).*\(2, 4\)"),
-    (lambda: lax.broadcast_in_dim(np.ones(3), (2, -1), (1,)), ValueError,
-     r"shape must have nonnegative dimensions.*\(2, -1\)"),
+    (lambda: lax.broadcast_in_dim(np.ones(3), (2, -1), (1,)), TypeError,
+     r"broadcast_in_dim shape must have every element be nonnegative.*\(2, -1\)"),
     (lambda: lax.reshape(np.ones((2, 3)), (4, 2)), TypeError,
      r"reshape total size must be unchanged.*\(4, 2\).*\(2, 3\)"),
     (lambda: lax.reshape(np.ones((2, 3)), (3, 2), (0, 0)), TypeError,
@@ -354,9 +354,10 @@ ERRORS = [
     (lambda: lax.concatenate([], 0), TypeError, r"concatenate requires at least one operand"),
     (lambda: lax.broadcasted_iota(np.int32, (2, 3), 2), ValueError,
      r"iota dimension must be between 0 and len\(shape\) 2, got dimension=2"),
-    (lambda: lax.iota(np.int32, -1), ValueError, r"shape must have nonnegative dimensions"),
-    (lambda: lax.broadcasted_iota(np.int32, (2, -3), 0), ValueError,
-     r"shape must have nonnegative dimensions.*\(2, -3\)"),
+    (lambda: lax.iota(np.int32, -1), TypeError,
+     r"iota shape must have every element be nonnegative"),
+    (lambda: lax.broadcasted_iota(np.int32, (2, -3), 0), TypeError,
+     r"iota shape must have every element be nonnegative.*\(2, -3\)"),
 ]
 
 

@@ -83,7 +83,7 @@ def test_zeros_ones_empty(fn, value):
         assert out.dtype == expected_dtype and not out.weak_type
         np.testing.assert_array_equal(np.asarray(out),
                                       np.full(shape, value, dtype=expected_dtype))
-    with pytest.raises(ValueError, match="negative dimensions"):
+    with pytest.raises(TypeError, match="must have every element be nonnegative"):
         fn((2, -1))
     with pytest.raises(TypeError):
         fn((2.5,))

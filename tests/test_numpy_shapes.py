@@ -41,7 +41,7 @@ def test_reshape_errors_and_keywords():
         jnp.reshape(X, (7, 9))
     with pytest.raises(TypeError, match="does not evenly divide"):
         jnp.reshape(X, (7, -1))
-    with pytest.raises(ValueError, match="only specify one unknown dimension"):
+    with pytest.raises(TypeError, match="only specify one unknown axis size"):
         jnp.reshape(X, (-1, -1))
     assert jnp.reshape(jnp.asarray(X), X.shape) is not None
 
@@ -262,9 +262,9 @@ def test_axis_permutations():
     assert_same(jnp.rollaxis(X, 2), np.rollaxis(X, 2))
     assert_same(jnp.rollaxis(X, 0, 2), np.rollaxis(X, 0, 2))
     assert_same(jnp.matrix_transpose(X), np.swapaxes(X, -1, -2))
-    with pytest.raises(ValueError, match="don't match"):
+    with pytest.raises(TypeError, match="isn't a permutation"):
         jnp.transpose(X, (1, 0))
-    with pytest.raises(ValueError, match="repeated axis"):
+    with pytest.raises(TypeError, match="isn't a permutation"):
         jnp.transpose(X, (0, 0, 1))
     with pytest.raises(ValueError, match="axis 1 is out of bounds for array of dimension 1"):
         jnp.moveaxis(V, 1, 0)

@@ -177,7 +177,7 @@ def run_parts(fn, parts):
         for p in parts:
             fn(*p)
         return
-    futures = [pool.submit(fn, *p) for p in parts[:-1]]
+    futures = [pool.submit(_quietly, fn, p) for p in parts[:-1]]
     try:
         fn(*parts[-1])
     finally:
@@ -185,6 +185,13 @@ def run_parts(fn, parts):
     for e in errors:
         if e is not None:
             raise e
+
+
+def _quietly(fn, part):
+    """A part on a worker thread: floating-point errors ignored there as on the thread that
+    runs the plan (a worker does not inherit that thread's NumPy error state)."""
+    with np.errstate(all="ignore"):
+        fn(*part)
 
 
 def bounds(n, parts):

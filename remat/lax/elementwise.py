@@ -156,36 +156,23 @@ __all__ = [
 _all = []
 
 
-def _quiet(f):
-    """NumPy impls that may divide by zero or overflow: no RuntimeWarnings, like JAX."""
-
-    def impl(*args, **params):
-        with np.errstate(all="ignore"):
-            return f(*args, **params)
-
-    impl.__name__ = getattr(f, "__name__", "impl")
-    return impl
-
-
 def _register_elementwise(prim, impl):
     """The executor may split large steps of an elementwise primitive across its workers;
     a ufunc impl may also write into a dying input's buffer."""
-    ufunc = None
-    if isinstance(impl, np.ufunc):
-        ufunc = _quiet(impl) if prim.impl is not impl else impl
+    ufunc = impl if isinstance(impl, np.ufunc) else None
     steps.elementwise_impls[prim] = (prim.impl, ufunc)
 
 
-def _unop(name, impl, accepted, quiet=False):
-    prim = standard_primitive(name, _quiet(impl) if quiet else impl,
+def _unop(name, impl, accepted):
+    prim = standard_primitive(name, impl,
                               nary_abstract_eval(name, accepted))
     batching.defvectorized(prim)
     _register_elementwise(prim, impl)
     return prim
 
 
-def _binop(name, impl, accepted, result_dtype=None, quiet=False):
-    prim = standard_primitive(name, _quiet(impl) if quiet else impl,
+def _binop(name, impl, accepted, result_dtype=None):
+    prim = standard_primitive(name, impl,
                               nary_abstract_eval(name, accepted, result_dtype))
     batching.broadcast_batcher(prim)
     _register_elementwise(prim, impl)
@@ -241,11 +228,11 @@ is_finite_p = standard_primitive(
     "is_finite", np.isfinite, lambda x: (check_dtype("is_finite", x, FLOAT),
                                          ShapedArray(x.shape, dtypes.bool_, x.weak_type))[1])
 batching.defvectorized(is_finite_p)
-exp_p = _unop("exp", np.exp, INEXACT, quiet=True)
-exp2_p = _unop("exp2", np.exp2, INEXACT, quiet=True)
-log_p = _unop("log", np.log, INEXACT, quiet=True)
-log1p_p = _unop("log1p", np.log1p, INEXACT, quiet=True)
-expm1_p = _unop("expm1", np.expm1, INEXACT, quiet=True)
+exp_p = _unop("exp", np.exp, INEXACT)
+exp2_p = _unop("exp2", np.exp2, INEXACT)
+log_p = _unop("log", np.log, INEXACT)
+log1p_p = _unop("log1p", np.log1p, INEXACT)
+expm1_p = _unop("expm1", np.expm1, INEXACT)
 tanh_p = _unop("tanh", np.tanh, INEXACT)
 
 
@@ -258,20 +245,20 @@ def _logistic_impl(x):
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
-logistic_p = _unop("logistic", _logistic_impl, INEXACT, quiet=True)
+logistic_p = _unop("logistic", _logistic_impl, INEXACT)
 sin_p = _unop("sin", np.sin, INEXACT)
 cos_p = _unop("cos", np.cos, INEXACT)
 tan_p = _unop("tan", np.tan, INEXACT)
-asin_p = _unop("asin", np.arcsin, INEXACT, quiet=True)
-acos_p = _unop("acos", np.arccos, INEXACT, quiet=True)
+asin_p = _unop("asin", np.arcsin, INEXACT)
+acos_p = _unop("acos", np.arccos, INEXACT)
 atan_p = _unop("atan", np.arctan, INEXACT)
-sinh_p = _unop("sinh", np.sinh, INEXACT, quiet=True)
-cosh_p = _unop("cosh", np.cosh, INEXACT, quiet=True)
+sinh_p = _unop("sinh", np.sinh, INEXACT)
+cosh_p = _unop("cosh", np.cosh, INEXACT)
 asinh_p = _unop("asinh", np.arcsinh, INEXACT)
-acosh_p = _unop("acosh", np.arccosh, INEXACT, quiet=True)
-atanh_p = _unop("atanh", np.arctanh, INEXACT, quiet=True)
-sqrt_p = _unop("sqrt", np.sqrt, INEXACT, quiet=True)
-rsqrt_p = _unop("rsqrt", lambda x: np.reciprocal(np.sqrt(x)), INEXACT, quiet=True)
+acosh_p = _unop("acosh", np.arccosh, INEXACT)
+atanh_p = _unop("atanh", np.arctanh, INEXACT)
+sqrt_p = _unop("sqrt", np.sqrt, INEXACT)
+rsqrt_p = _unop("rsqrt", lambda x: np.reciprocal(np.sqrt(x)), INEXACT)
 cbrt_p = _unop("cbrt", np.cbrt, FLOAT)
 abs_p = standard_primitive(  # no unsigned integers, as in JAX (jnp.abs returns them as they are)
     "abs", np.abs,
@@ -280,9 +267,9 @@ abs_p = standard_primitive(  # no unsigned integers, as in JAX (jnp.abs returns 
 batching.defvectorized(abs_p)
 erf_p = _unop("erf", special.erf, FLOAT)
 erfc_p = _unop("erfc", special.erfc, FLOAT)
-erf_inv_p = _unop("erf_inv", special.erf_inv, FLOAT, quiet=True)
-lgamma_p = _unop("lgamma", special.lgamma, FLOAT, quiet=True)
-digamma_p = _unop("digamma", special.digamma, FLOAT, quiet=True)
+erf_inv_p = _unop("erf_inv", special.erf_inv, FLOAT)
+lgamma_p = _unop("lgamma", special.lgamma, FLOAT)
+digamma_p = _unop("digamma", special.digamma, FLOAT)
 square_p = _unop("square", np.square, NUMBER)
 not_p = _unop("not", np.invert, INT_OR_BOOL)
 
@@ -325,12 +312,12 @@ def _integer_pow_abstract_eval(x, y):
     return x
 
 
-integer_pow_p = standard_primitive("integer_pow", _quiet(_integer_pow_impl),
+integer_pow_p = standard_primitive("integer_pow", _integer_pow_impl,
                                    _integer_pow_abstract_eval)
 _register_elementwise(integer_pow_p, _integer_pow_impl)
 batching.defvectorized(integer_pow_p)
 
-polygamma_p = _binop("polygamma", special.polygamma, FLOAT, quiet=True)
+polygamma_p = _binop("polygamma", special.polygamma, FLOAT)
 
 
 def _unary_jvps():
@@ -417,9 +404,9 @@ def _pow_abstract_eval(x, y):
 add_p = _binop("add", np.add, NUMBER)
 sub_p = _binop("sub", np.subtract, NUMBER)
 mul_p = _binop("mul", np.multiply, NUMBER)  # no booleans, as in JAX
-div_p = _binop("div", _int_div, NUMBER, quiet=True)
-rem_p = _binop("rem", _rem_impl, REAL, quiet=True)
-pow_p = standard_primitive("pow", _quiet(np.power), _pow_abstract_eval)
+div_p = _binop("div", _int_div, NUMBER)
+rem_p = _binop("rem", _rem_impl, REAL)
+pow_p = standard_primitive("pow", np.power, _pow_abstract_eval)
 batching.broadcast_batcher(pow_p)
 max_p = _binop("max", np.maximum, ANY)
 min_p = _binop("min", np.minimum, ANY)

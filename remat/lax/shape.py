@@ -3,7 +3,7 @@ concatenate, iota — with their rules. Reshapes and transposes return NumPy vie
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes, lax, memory
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
 from remat.lax.standard import canonical_shape, check_same_dtypes, standard_primitive
@@ -57,6 +57,7 @@ def _broadcast_in_dim_abstract_eval(x, shape, broadcast_dimensions):
 
 
 def _broadcast_in_dim_impl(x, shape, broadcast_dimensions):
+    memory.check_fits(shape, x.dtype)
     expanded = [1] * len(shape)
     for i, d in enumerate(broadcast_dimensions):
         expanded[d] = x.shape[i]
@@ -92,7 +93,7 @@ batching.primitive_batchers[broadcast_in_dim_p] = _broadcast_in_dim_batch
 def broadcast_in_dim(operand, shape, broadcast_dimensions):
     """Broadcast ``operand`` to ``shape``; operand dim i becomes output dim
     ``broadcast_dimensions[i]``."""
-    shape = canonical_shape(shape)
+    shape = canonical_shape(shape, "broadcast_in_dim shape")
     aval = core.get_aval(operand)
     if aval.shape == shape and tuple(broadcast_dimensions) == tuple(range(len(shape))) and \
             not isinstance(operand, (int, float, bool, complex)):
@@ -105,14 +106,14 @@ def broadcast_in_dim(operand, shape, broadcast_dimensions):
 def broadcast(operand, sizes):
     """Add leading dimensions ``sizes``."""
     ndim = core.get_aval(operand).ndim
-    sizes = canonical_shape(sizes)
+    sizes = canonical_shape(sizes, "broadcast sizes")
     return broadcast_in_dim(operand, sizes + core.get_aval(operand).shape,
                             tuple(range(len(sizes), len(sizes) + ndim)))
 
 
 def full(shape, fill_value, dtype=None):
     """An array of ``shape`` filled with ``fill_value``."""
-    shape = canonical_shape(shape)
+    shape = canonical_shape(shape, "full shape")
     if dtype is None:
         dtype, weak = dtypes.dtype_and_weak(fill_value)
     else:
@@ -127,7 +128,8 @@ def full_like(x, fill_value, dtype=None, shape=None):
     weak = aval.weak_type if dtype is None else False
     dtype = aval.dtype if dtype is None else dtypes.canonicalize_dtype(dtype)
     value = lax.convert_element_type(fill_value, dtype, weak)
-    return broadcast_in_dim(value, aval.shape if shape is None else canonical_shape(shape), ())
+    return broadcast_in_dim(value, aval.shape if shape is None else
+                            canonical_shape(shape, "full_like shape"), ())
 
 
 def zeros_like_array(x):
@@ -179,7 +181,7 @@ batching.primitive_batchers[reshape_p] = _reshape_batch
 def reshape(operand, new_sizes, dimensions=None):
     """``operand`` with shape ``new_sizes`` (row-major order, after permuting by
     ``dimensions`` if given)."""
-    new_sizes = canonical_shape(new_sizes, "new_sizes")
+    new_sizes = canonical_shape(new_sizes, "reshape new_sizes")
     aval = core.get_aval(operand)
     if dimensions is not None:
         dimensions = tuple(int(d) for d in dimensions)
@@ -218,7 +220,7 @@ batching.primitive_batchers[transpose_p] = _transpose_batch
 def transpose(operand, permutation):
     """Permute the dimensions of ``operand``."""
     permutation = tuple(int(p) for p in permutation)
-    if permutation == tuple(range(len(permutation))) and hasattr(operand, "aval"):
+    if hasattr(operand, "aval") and permutation == tuple(range(operand.aval.ndim)):
         return operand
     return transpose_p.bind(operand, permutation=permutation)
 
@@ -509,11 +511,11 @@ iota_p = standard_primitive("iota", _iota_impl, _iota_abstract_eval)
 
 def iota(dtype, size):
     """``[0, 1, ..., size-1]``."""
-    return iota_p.bind(dtype=dtypes.canonicalize_dtype(dtype), shape=canonical_shape((size,)),
-                       dimension=0)
+    return iota_p.bind(dtype=dtypes.canonicalize_dtype(dtype),
+                       shape=canonical_shape((size,), "iota shape"), dimension=0)
 
 
 def broadcasted_iota(dtype, shape, dimension):
     """An iota along ``dimension`` broadcast to ``shape``."""
-    return iota_p.bind(dtype=dtypes.canonicalize_dtype(dtype), shape=canonical_shape(shape),
-                       dimension=int(dimension))
+    return iota_p.bind(dtype=dtypes.canonicalize_dtype(dtype),
+                       shape=canonical_shape(shape, "iota shape"), dimension=int(dimension))

@@ -100,6 +100,6 @@ def canonical_shape(shape, what="shape"):
         if isinstance(e, core.ConcretizationTypeError):
             raise
         raise TypeError(f"{what} must be a sequence of integers, got {shape!r}") from None
-    if any(d < 0 for d in shape):
-        raise ValueError(f"{what} must have nonnegative dimensions, got {shape}")
+    if any(d < 0 for d in shape):  # JAX's shape rules raise TypeError for these
+        raise TypeError(f"{what} must have every element be nonnegative, got {shape}.")
     return shape

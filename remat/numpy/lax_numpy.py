@@ -373,7 +373,13 @@ def _promote_shapes(name, *args):
     nonscalar = {s for s in shapes if s}
     if len(nonscalar) <= 1:
         return list(args)
-    result = broadcast_shapes(*shapes)
+    try:
+        result = broadcast_shapes(*shapes)
+    except ValueError:
+        if len({len(s) for s in nonscalar}) == 1:  # as JAX: the lax op's TypeError
+            got = ", ".join(str(s) for s in shapes)
+            raise TypeError(f"{name} got incompatible shapes for broadcasting: {got}.") from None
+        raise
     return [x if not s else _broadcast_to_shape(x, result) for x, s in zip(args, shapes)]
 
 
@@ -532,8 +538,8 @@ def _shape_arg(shape, name):
 
 def _checked_shape(shape, name):
     s = _shape_arg(shape, name)
-    if _any(d < 0 for d in s):
-        raise ValueError(f"negative dimensions are not allowed, got {s}")
+    if _any(d < 0 for d in s):  # JAX's TypeError (NumPy's is a ValueError)
+        raise TypeError(f"{name} shape must have every element be nonnegative, got {s}.")
     return s
 
 
@@ -1516,8 +1522,12 @@ def sinc(x, /):
 def _resolve_shape(newshape, size_, old_shape):
     newshape = _shape_arg(newshape, "reshape")
     neg = [i for i, d in enumerate(newshape) if d < 0]
-    if len(neg) > 1 or _any(d < -1 for d in newshape):
-        raise ValueError(f"can only specify one unknown dimension (-1), got {newshape}")
+    if _any(d < -1 for d in newshape):
+        raise TypeError(f"cannot reshape array of shape {old_shape} into shape {newshape}: "
+                        f"sizes must be nonnegative, or -1 for one unknown axis size")
+    if len(neg) > 1:
+        raise TypeError(f"can only specify one unknown axis size with a `-1` value, got "
+                        f"{newshape}")
     if neg:
         known = math.prod(d for d in newshape if d >= 0)
         if known == 0 or size_ % known:
@@ -1974,11 +1984,8 @@ def transpose(a, axes=None):
     a = _arr(a)
     if axes is None:
         axes = tuple(range(a.ndim))[::-1]
-    else:
-        axes = tuple(axes)
-        if len(axes) != a.ndim:
-            raise ValueError(f"axes {axes} don't match array of dimension {a.ndim}")
-        axes = _canonicalize_axes(axes, a.ndim, "axes")
+    else:  # a wrong count or a repeated axis: lax.transpose's TypeError, as in JAX
+        axes = tuple(_canonicalize_axis(i, a.ndim) for i in axes)
     return lax.transpose(a, axes)
 
 
