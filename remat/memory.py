@@ -32,7 +32,7 @@ def track(buf):
     """Count ``buf`` (an ndarray) as held by one more holder. Memory-mapped buffers (offloaded
     residuals) count as host bytes, not live working memory."""
     global _live, _peak, _host
-    owner = _owner(buf)
+    owner = buf if buf.base is None else _owner(buf)
     entry = _owners.get(id(owner))
     if entry is None:
         nbytes = owner.nbytes
@@ -51,7 +51,7 @@ def track(buf):
 def untrack(buf):
     """One holder of ``buf`` let go of it; the bytes are freed when the last one does."""
     global _live, _host
-    key = id(_owner(buf))
+    key = id(buf if buf.base is None else _owner(buf))
     entry = _owners[key]
     entry[0] -= 1
     if entry[0] == 0:
@@ -64,7 +64,7 @@ def untrack(buf):
 
 def holders(buf):
     """How many holders the memory of ``buf`` has (0 when untracked)."""
-    entry = _owners.get(id(_owner(buf)))
+    entry = _owners.get(id(buf if buf.base is None else _owner(buf)))
     return 0 if entry is None else entry[0]
 
 

@@ -14,7 +14,8 @@ or JAX's (``Namespace.remat()``, ``Namespace.jax()``), so the same source runs o
 checks (``check_program``):
 1. remat with its checkpoints vs remat with every checkpoint removed: always equal;
 2. remat vs JAX, where JAX is installed (values, gradients, tangents);
-3. remat under ``jit`` vs remat with every ``jit`` removed.
+3. remat under ``jit`` vs remat with every ``jit`` removed;
+4. the executor's plans as generated code vs step by step: bitwise equal.
 
 Programs are drawn through a ``Chooser``: ``HypothesisChooser`` in the test suite (hypothesis
 shrinks a failure to a small program), ``RandomChooser`` in ``fuzz_campaign.py`` (a seed per
@@ -26,6 +27,8 @@ import random
 import types
 
 import numpy as np
+
+from remat.exec import interpreted
 
 SHAPES = ((3,), (2, 3), (), (3, 2))
 NAMES = ("a", "b", "c")
@@ -215,6 +218,8 @@ OPS.update({
     "pad": (1, _needs(lambda s, p: len(s) >= 1, lambda sh, p: tuple(d + 2 for d in sh[0])),
             lambda ns, x: ns.jnp.pad(x, 1)),
     "cumsum": (1, _needs(lambda s, p: len(s) >= 1), lambda ns, x: ns.jnp.cumsum(x, axis=0)),
+    "iota": (1, _needs(lambda s, p: len(s) >= 1),
+             lambda ns, x: x * ns.jnp.arange(x.shape[-1], dtype=x.dtype)),
 })
 # ``const`` (a value of the shape in its param) is never drawn: ``shrink`` puts it in place of
 # statements a failure does not need, keeping every other reference valid.
@@ -647,6 +652,9 @@ def check_program(program, remat_ns, jax_ns=None):
     assert_same(program, "with vs without checkpoints", got, plain, 1e-10, 1e-12)
     eager = _run(program, remat_ns, Flags(jit=False), args)
     assert_same(program, "jit vs eager", got, eager, 1e-10, 1e-12)
+    with interpreted():
+        stepwise = _run(program, remat_ns, Flags(), args)
+    assert_same(program, "generated vs interpreted plans", got, stepwise, 0, 0)
     if jax_ns is not None:
         with jax_ns.jax.disable_jit():
             want = _run(program, jax_ns, Flags(), args)
@@ -744,3 +752,4 @@ def shrink(program, fails):
                 program, progress = _drop_unused_tail(candidate), True
                 break
     return program
+

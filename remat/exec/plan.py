@@ -2,6 +2,7 @@
 run on NumPy buffers with each buffer freed (and released from memory accounting) right
 after its last use."""
 
+import contextlib
 import weakref
 
 import numpy as np
@@ -9,9 +10,11 @@ import numpy as np
 from remat import memory
 from remat.core import Literal
 from remat.exec import parallel
+from remat.exec.codegen import compile_steps
 from remat.exec.fusion import FusedStep, cluster_elementwise, fuse_steps
 from remat.exec.passes import optimize_jaxpr
 from remat.exec.steps import Step, elementwise_impls, in_place_donor
+from remat.interpreters.partial_eval import convert_constvars_jaxpr
 
 
 class Plan:
@@ -59,6 +62,7 @@ class Plan:
         self.out_atoms = [literal(v) if type(v) is Literal else slot_of(v)
                           for v in jaxpr.outvars]
         self.num_slots = len(slot)
+        self._generated = None  # the steps as generated code, made at the first run
         # With sinks (destinations for outputs, e.g. a scan's stacked ys), an output moves to
         # its sink as soon as nothing later reads it: step index -> output positions.
         last_read = {}
@@ -121,15 +125,20 @@ class Plan:
                 memory.track(args[i])
                 owned.add(slot)
         sunk = {}
-        for index, step in enumerate(self.steps):
-            if sinks is not None and index in self.sink_after and type(step) is FusedStep:
-                step.execute(env, owned, self._sink_dests(index, step, sinks))
-            else:
-                step.execute(env, owned)
-            if sinks is not None and index in self.sink_after:
-                self._sink(index, env, owned, sinks, sunk)
-            if memory._recorder is not None:
-                step.record()
+        if memory._recorder is None and not _interpreting:
+            if self._generated is None:
+                self._generated = compile_steps(self)
+            self._generated(env, owned, sinks, sunk)
+        else:  # step by step: a timeline is being recorded, or the interpreter was asked for
+            for index, step in enumerate(self.steps):
+                if sinks is not None and index in self.sink_after and type(step) is FusedStep:
+                    step.execute(env, owned, self._sink_dests(index, step, sinks))
+                else:
+                    step.execute(env, owned)
+                if sinks is not None and index in self.sink_after:
+                    self._sink(index, env, owned, sinks, sunk)
+                if memory._recorder is not None:
+                    step.record()
         results = [sunk[p] if p in sunk else env[a] if type(a) is int else a[1]
                    for p, a in enumerate(self.out_atoms)]
         for s in owned:
@@ -138,6 +147,18 @@ class Plan:
 
 
 _plans = weakref.WeakKeyDictionary()
+_interpreting = False
+
+
+@contextlib.contextmanager
+def interpreted():
+    """Plans run step by step (not as generated code) inside: a reference for tests."""
+    global _interpreting
+    previous, _interpreting = _interpreting, True
+    try:
+        yield
+    finally:
+        _interpreting = previous
 
 
 def plan_for(jaxpr):
@@ -151,15 +172,20 @@ def plan_for(jaxpr):
 _closed_plans = weakref.WeakKeyDictionary()
 
 
-def evaluate(closed, *bufs, sinks=None):
-    """Run a ClosedJaxpr (whose consts are concrete) on NumPy buffers."""
+def prepared(closed):
+    """``run(*bufs, sinks=None)`` for a ClosedJaxpr whose consts are concrete: its plan (and
+    const buffers) found once, for a loop that runs the same body at every step."""
     if not closed.consts:
-        return plan_for(closed.jaxpr).run(bufs, sinks)
+        plan = plan_for(closed.jaxpr)
+        return lambda *bufs, sinks=None: plan.run(bufs, sinks)
     entry = _closed_plans.get(closed)
     if entry is None:
-        from remat.interpreters.partial_eval import convert_constvars_jaxpr
-
         consts = [getattr(c, "_buf", c) for c in closed.consts]
         entry = _closed_plans[closed] = (Plan(convert_constvars_jaxpr(closed.jaxpr)), consts)
     plan, consts = entry
-    return plan.run(consts + list(bufs), sinks)
+    return lambda *bufs, sinks=None: plan.run(consts + list(bufs), sinks)
+
+
+def evaluate(closed, *bufs, sinks=None):
+    """Run a ClosedJaxpr (whose consts are concrete) on NumPy buffers."""
+    return prepared(closed)(*bufs, sinks=sinks)

@@ -303,7 +303,7 @@ class CustomSplit(NamedTuple):
 
 
 def partial_eval_jaxpr_custom(jaxpr, in_unknowns, policy, name_p=None,
-                              stage_known_outputs=False):
+                              stage_known_outputs=False, in_inst=False, ensure_out_inst=False):
     """Split ``jaxpr`` (no constvars) for a checkpoint with ``policy``.
 
     Known equations go to the known jaxpr. A known value may be saved for the backward pass
@@ -314,13 +314,24 @@ def partial_eval_jaxpr_custom(jaxpr, in_unknowns, policy, name_p=None,
     the unknown outputs (with ``stage_known_outputs``, also the known outputs it recomputes
     anyway, so an enclosing split need not save them); both are dead-code eliminated, so the
     residuals are exactly the saved values the backward pass uses.
+
+    ``in_inst`` (bool or list) names known inputs the staged jaxpr also takes (after the
+    residuals, in input order), so it can recompute from them rather than read residuals;
+    ``ensure_out_inst`` (bool or list) names known outputs the staged jaxpr returns too,
+    recomputed or read from residuals. Loop bodies and branches use both: a staged scan
+    carries the known carry along, a staged cond branch takes every operand.
     """
     assert not jaxpr.constvars
+    if isinstance(in_inst, bool):
+        in_inst = [in_inst] * len(jaxpr.invars)
+    if isinstance(ensure_out_inst, bool):
+        ensure_out_inst = [ensure_out_inst] * len(jaxpr.outvars)
     unsaveable = _unsaveable_by_name(jaxpr, policy, name_p) if name_p else set()
     unknown, inst = set(), set()
-    for v, u in zip(jaxpr.invars, in_unknowns):
+    for v, u, i in zip(jaxpr.invars, in_unknowns, in_inst):
         if u:
             unknown.add(v)
+        if u or i:
             inst.add(v)
     residuals = []  # known vars the staged side reads
     res_set = set()
@@ -370,13 +381,16 @@ def partial_eval_jaxpr_custom(jaxpr, in_unknowns, policy, name_p=None,
             elif isinstance(decision, Offloadable):
                 offload.update(eqn.outvars)
     out_unknowns = [type(v) is Var and v in unknown for v in jaxpr.outvars]
-    out_staged = [u or (stage_known_outputs and type(v) is Var and v in inst)
-                  for v, u in zip(jaxpr.outvars, out_unknowns)]
+    out_staged = [u or e or (stage_known_outputs and type(v) is Var and v in inst)
+                  for v, u, e in zip(jaxpr.outvars, out_unknowns, ensure_out_inst)]
+    for v, e in zip(jaxpr.outvars, ensure_out_inst):
+        if e:
+            need(v)
     staged_out = [v for v, st in zip(jaxpr.outvars, out_staged) if st]
     # residuals must be in the staged jaxpr's inputs before DCE decides which are used
-    staged_eqns_final = staged_eqns
-    staged_invars = residuals + [v for v, u in zip(jaxpr.invars, in_unknowns) if u]
-    staged = Jaxpr([], staged_invars, staged_out, staged_eqns_final, jaxpr.debug_info)
+    staged_invars = residuals + [v for v, u, i in zip(jaxpr.invars, in_unknowns, in_inst)
+                                 if u or i]
+    staged = Jaxpr([], staged_invars, staged_out, staged_eqns, jaxpr.debug_info)
     staged, used = dce_jaxpr(staged)
     used_res = used[:len(residuals)]
     residuals = [r for r, u in zip(residuals, used_res) if u]

@@ -351,20 +351,22 @@ def _scan_impl(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
     for y in ys:
         memory.track(y)
     owned_carry = False
-    for i in (range(length - 1, -1, -1) if reverse else range(length)):
-        # each iteration writes its ys straight into their stacked buffers
-        sinks = [None] * num_carry + [buf[i, ...] for buf in ys]
-        outs = exec.evaluate(jaxpr, *consts, *carry, *[x[i] for x in xs], sinks=sinks)
-        if owned_carry:
+    body = exec.prepared(jaxpr)
+    with exec.session():  # one for the loop: each step's plan nests in it
+        for i in (range(length - 1, -1, -1) if reverse else range(length)):
+            # each iteration writes its ys straight into their stacked buffers
+            sinks = [None] * num_carry + [buf[i, ...] for buf in ys]
+            outs = body(*consts, *carry, *[x[i] for x in xs], sinks=sinks)
+            if owned_carry:
+                for c in carry:
+                    memory.untrack(c)
+            carry = [np.asarray(c) for c in outs[:num_carry]]
             for c in carry:
-                memory.untrack(c)
-        carry = [np.asarray(c) for c in outs[:num_carry]]
-        for c in carry:
-            memory.track(c)
-        owned_carry = True
-        for sink, y in zip(sinks[num_carry:], outs[num_carry:]):
-            if y is not sink:  # outputs that are inputs or literals are not sunk
-                sink[...] = y
+                memory.track(c)
+            owned_carry = True
+            for sink, y in zip(sinks[num_carry:], outs[num_carry:]):
+                if y is not sink:  # outputs that are inputs or literals are not sunk
+                    sink[...] = y
     if owned_carry:
         for c in carry:
             memory.untrack(c)

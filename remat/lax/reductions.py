@@ -96,7 +96,7 @@ def _reduce_impl(np_reduce, identity):
     """A NumPy reduction in the operand's dtype; empty reductions give the monoid identity."""
 
     def impl(x, axes):
-        if x.size == 0 or any(x.shape[a] == 0 for a in axes):
+        if x.size == 0:  # an empty reduced axis, or an empty result
             return np.full(_reduced_shape(x, axes), identity(x.dtype), dtype=x.dtype)
         return np.asarray(np_reduce(x, axes)).astype(x.dtype, copy=False)
 
@@ -124,13 +124,11 @@ def _all_ones(dtype):
 
 
 def _sum(x, axes):
-    with np.errstate(all="ignore"):
-        return np.sum(x, axis=axes, dtype=x.dtype)
+    return np.add.reduce(x, axis=axes, dtype=x.dtype)
 
 
 def _prod(x, axes):
-    with np.errstate(all="ignore"):
-        return np.prod(x, axis=axes, dtype=x.dtype)
+    return np.multiply.reduce(x, axis=axes, dtype=x.dtype)
 
 
 reduce_sum_p = standard_primitive("reduce_sum", _reduce_impl(_sum, lambda d: 0),

@@ -1,6 +1,8 @@
 """Shape primitives: broadcast_in_dim, reshape, transpose, squeeze, expand_dims, rev, pad,
 concatenate, iota — with their rules. Reshapes and transposes return NumPy views."""
 
+import functools
+
 import numpy as np
 
 from remat import core, dtypes, lax, memory
@@ -341,17 +343,28 @@ def _pad_abstract_eval(x, padding_value, padding_config):
     return ShapedArray(shape, x.dtype, x.weak_type and padding_value.weak_type)  # as JAX
 
 
-def _pad_impl(x, padding_value, padding_config):
+@functools.lru_cache(maxsize=4096)
+def _pad_plan(shape, padding_config):
+    """(grown shape, where the operand goes in it, the crop of negative padding or None),
+    computed once per distinct shape and config."""
     grown = tuple(max(lo, 0) + max(hi, 0) + n + max(n - 1, 0) * i
-                  for n, (lo, hi, i) in zip(x.shape, padding_config))
-    out = np.full(grown, padding_value, dtype=x.dtype)
+                  for n, (lo, hi, i) in zip(shape, padding_config))
     index = tuple(slice(max(lo, 0), max(lo, 0) + max(n - 1, 0) * (i + 1) + 1 if n else
                         max(lo, 0), i + 1)
-                  for n, (lo, hi, i) in zip(x.shape, padding_config))
+                  for n, (lo, hi, i) in zip(shape, padding_config))
+    crop = None
+    if any(lo < 0 or hi < 0 for lo, hi, _ in padding_config):
+        crop = tuple(slice(-lo if lo < 0 else 0, g + hi if hi < 0 else g)
+                     for g, (lo, hi, _) in zip(grown, padding_config))
+    return grown, index, crop
+
+
+def _pad_impl(x, padding_value, padding_config):
+    grown, index, crop = _pad_plan(x.shape, padding_config)
+    out = np.empty(grown, x.dtype)
+    out.fill(padding_value)
     out[index] = x
-    crop = tuple(slice(-lo if lo < 0 else 0, g + hi if hi < 0 else g)
-                 for g, (lo, hi, _) in zip(grown, padding_config))
-    return out[crop]
+    return out if crop is None else out[crop]
 
 
 pad_p = standard_primitive("pad", _pad_impl, _pad_abstract_eval)

@@ -9,6 +9,7 @@ Python loop runs over the indices.
 
 import builtins
 import enum
+import functools
 import operator
 from typing import NamedTuple
 
@@ -90,9 +91,16 @@ def _slice_abstract_eval(x, start_indices, limit_indices, strides):
     return ShapedArray(shape, x.dtype, x.weak_type)
 
 
+@functools.lru_cache(maxsize=4096)
+def _slice_index(start_indices, limit_indices, strides):
+    """The NumPy index of a slice, built once per distinct params (a loop body slices with
+    the same params at every step)."""
+    steps = strides if strides is not None else (None,) * len(start_indices)
+    return tuple(_slice(s, lim, st) for s, lim, st in zip(start_indices, limit_indices, steps))
+
+
 def _slice_impl(x, start_indices, limit_indices, strides):
-    steps = strides if strides is not None else (None,) * x.ndim
-    return x[tuple(_slice(s, lim, st) for s, lim, st in zip(start_indices, limit_indices, steps))]
+    return x[_slice_index(start_indices, limit_indices, strides)]
 
 
 slice_p = standard_primitive("slice", _slice_impl, _slice_abstract_eval)

@@ -1,0 +1,145 @@
+"""Plans as generated Python: a plan's steps become one straight-line function, so running it
+costs the NumPy calls and the buffer bookkeeping the plan decided, not an interpreter's walk
+over step objects.
+
+Each small single-output step is written out: its operands read from their slots (literals
+bound as constants), the ufunc called directly (in place into a dying operand's buffer where
+the plan allows it), the result normalized to the step's dtype, tracked, and the dying
+operands released. Large elementwise steps (split across the workers), fused runs and
+multiple-result steps call their step object. The semantics are exactly ``Step.execute``'s:
+an overriding impl (``prim.impl`` replaced, e.g. by a test's counter) still sees every call,
+and a result that is an operand the run does not own is never reused in place.
+"""
+
+import math
+
+import numpy as np
+
+from remat import memory
+from remat.exec import parallel
+from remat.exec.fusion import FusedStep
+from remat.exec.steps import Step, donatable
+
+
+def _inline(step):
+    """A step written out in the generated code (the others call ``step.execute``)."""
+    return (type(step) is Step and not step.multiple
+            and (step.out_shape is None
+                 or math.prod(step.out_shape) < parallel.MIN_SPLIT_ELEMENTS))
+
+
+class _Source:
+    def __init__(self):
+        self.lines = []
+        self.names = {}
+
+    def bind(self, prefix, i, value):
+        name = f"{prefix}{i}"
+        self.names[name] = value
+        return name
+
+    def emit(self, indent, line):
+        self.lines.append("    " * indent + line)
+
+
+def _emit_frees(src, indent, frees):
+    for s in frees:
+        src.emit(indent, f"if {s} in owned:")
+        src.emit(indent + 1, f"_untrack(env[{s}])")
+        src.emit(indent + 1, f"owned.discard({s})")
+        src.emit(indent, f"env[{s}] = None")
+
+
+def _emit_step(src, i, step):
+    out = step.outs[0]
+    prim = src.bind("_p", i, step.primitive)
+    operands = []
+    for k, atom in enumerate(step.ins):
+        if type(atom) is int:
+            src.emit(1, f"x{k} = env[{atom}]")
+            operands.append(f"x{k}")
+        else:
+            operands.append(src.bind(f"_c{i}_", k, atom[1]))
+    args = ", ".join(operands)
+    dtype = src.bind("_dt", i, step.out_dtypes[0])
+    if step.ufunc is None:
+        _emit_general(src, 1, i, step, prim, operands, dtype)
+    else:
+        # the default impl is this ufunc: call it directly (in place when the plan allows)
+        src.emit(1, f"if {prim}.impl is {src.bind('_d', i, step.elementwise)}:")
+        ufunc = src.bind("_u", i, step.ufunc)
+        indent = 2
+        if step.donor is not None:
+            d = step.donor
+            src.emit(2, f"if {d} in owned and _donatable(env[{d}]):")
+            src.emit(3, f"o = env[{d}]")
+            src.emit(3, f"{ufunc}({args}, out=o)")
+            src.emit(3, f"env[{d}] = None")
+            src.emit(3, f"owned.discard({d})")
+            src.emit(2, "else:")
+            indent = 3
+        src.emit(indent, f"o = {ufunc}({args})")
+        _emit_normalize(src, indent, dtype)
+        src.emit(indent, "_track(o)")
+        src.emit(2, f"owned.add({out})")
+        src.emit(2, f"env[{out}] = o")
+        src.emit(1, "else:")
+        _emit_general(src, 2, i, step, prim, operands, dtype)
+    _emit_frees(src, 1, step.frees)
+
+
+def _emit_normalize(src, indent, dtype):
+    """An ndarray of the step's dtype (reductions to a scalar give NumPy scalars)."""
+    src.emit(indent, "if type(o) is not _ndarray:")
+    src.emit(indent + 1, "o = _asarray(getattr(o, '_buf', o))")
+    src.emit(indent, f"if o.dtype != {dtype}:")
+    src.emit(indent + 1, f"o = o.astype({dtype})")
+
+
+def _emit_general(src, indent, i, step, prim, operands, dtype):
+    """Any impl: its result may be one of its operands (then the run owns it only if it owns
+    that operand)."""
+    out = step.outs[0]
+    args = operands + ([f"**{src.bind('_k', i, step.params)}"] if step.params else [])
+    src.emit(indent, f"o = {prim}.impl({', '.join(args)})")
+    _emit_normalize(src, indent, dtype)
+    if operands:
+        alias = " or ".join(f"o is {x}" for x in operands)
+        src.emit(indent, f"if ({alias}) and {src.bind('_s', i, step)}._aliases_unowned("
+                         f"o, [{', '.join(operands)}], owned):")
+        src.emit(indent + 1, f"env[{out}] = o")
+        src.emit(indent, "else:")
+        indent += 1
+    src.emit(indent, "_track(o)")
+    src.emit(indent, f"owned.add({out})")
+    src.emit(indent, f"env[{out}] = o")
+
+
+def compile_steps(plan):
+    """``run(env, owned, sinks, sunk)``: the plan's steps as one generated function (sinks,
+    when given, receive the outputs as soon as nothing later reads them)."""
+    src = _Source()
+    src.names.update(_ndarray=np.ndarray, _asarray=np.asarray, _track=memory.track,
+                     _untrack=memory.untrack, _donatable=donatable, _plan=plan)
+    src.emit(0, "def run(env, owned, sinks, sunk):")
+    src.emit(1, "pass")
+    for i, step in enumerate(plan.steps):
+        src.emit(1, f"# {i}: {step.primitive.name if type(step) is Step else 'fused'}")
+        sink_here = i in plan.sink_after
+        if _inline(step):
+            _emit_step(src, i, step)
+        elif type(step) is FusedStep and sink_here:
+            name = src.bind("_s", i, step)
+            src.emit(1, "if sinks is not None:")
+            src.emit(2, f"{name}.execute(env, owned, _plan._sink_dests({i}, {name}, sinks))")
+            src.emit(1, "else:")
+            src.emit(2, f"{name}.execute(env, owned)")
+        else:
+            src.emit(1, f"{src.bind('_s', i, step)}.execute(env, owned)")
+        if sink_here:
+            src.emit(1, "if sinks is not None:")
+            src.emit(2, f"_plan._sink({i}, env, owned, sinks, sunk)")
+    namespace = dict(src.names)
+    code = compile("\n".join(src.lines), f"<remat plan {id(plan):x}>", "exec")
+    exec(code, namespace)
+    return namespace["run"]
