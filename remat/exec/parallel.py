@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from remat.exec import denormals
+
 # Below these sizes a step runs whole on the calling thread: handing a part to a worker and
 # waiting for it costs 20 us on an idle core and up to 90 us on a busy one (measured on two
 # cores), more than a 32x128x128 matmul (9 us) or a tanh of 2^17 floats (34 us) takes.
@@ -133,7 +135,8 @@ def _enter():
             s.saved_blas_threads = s.blas[0]()
             s.blas[1](1)
             if s.pool is None:
-                s.pool = ThreadPoolExecutor(s.workers - 1, thread_name_prefix="remat-exec")
+                s.pool = ThreadPoolExecutor(s.workers - 1, thread_name_prefix="remat-exec",
+                                            initializer=denormals.flush)
 
 
 def _exit():
@@ -147,14 +150,25 @@ def _exit():
             s.workers = 1
 
 
+_thread = threading.local()  # per thread: how deep in sessions, the modes it had before
+
+
 @contextlib.contextmanager
 def session():
-    """Open while a plan runs: BLAS single-threaded, large steps split across the workers."""
+    """Open while a plan runs: BLAS single-threaded, large steps split across the workers,
+    and subnormals flushed to zero on this thread (``denormals``)."""
+    depth = getattr(_thread, "depth", 0)
+    if depth == 0:
+        _thread.saved_fenv = denormals.flush()
+    _thread.depth = depth + 1
     _enter()
     try:
         yield
     finally:
         _exit()
+        _thread.depth = depth
+        if depth == 0:
+            denormals.restore(_thread.saved_fenv)
 
 
 @contextlib.contextmanager
