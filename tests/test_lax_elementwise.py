@@ -926,3 +926,21 @@ def test_jit_matches_eager_and_stages_the_primitive(name):
     np.testing.assert_array_equal(np.asarray(out[0]), eager)
     for a, b in zip(out[1:], args):
         np.testing.assert_array_equal(np.asarray(a), b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int8,
+                                   np.uint64, np.bool_])
+def test_select_n_of_large_operands_is_bitwise_where(dtype, x64):
+    """Large selects run branch-free on the bits: every value (nan, inf, -0.0) must come
+    through exactly, under jit and eagerly."""
+    rng = np.random.default_rng(1)
+    which = rng.random((64, 40)) > 0.5
+    a = (rng.standard_normal((64, 40)) * 100).astype(dtype)
+    b = (rng.standard_normal((40, 64)) * 100).astype(dtype).T  # a strided operand
+    if np.dtype(dtype).kind == "f":
+        a[0, 0], a[1, 1], b[0, 1] = np.nan, np.inf, -0.0
+    want = np.where(which, a, b)
+    for fn in (lax.select, remat.jit(lax.select)):
+        got = np.asarray(fn(which, a, b))
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
