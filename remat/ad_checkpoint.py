@@ -21,16 +21,17 @@ from remat.api_util import (
     arg_names,
     flatten_fun,
     fun_name,
+    fun_sourceinfo,
     static_argnums_from_names,
 )
-from remat.call import closed_call
+from remat.call import closed_call, split_call_eqn
 from remat.config import config
-from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Primitive, Var
+from remat.core import ClosedJaxpr, Literal, Primitive
 from remat.errors import ConcretizationTypeError
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
 from remat.interpreters.partial_eval import Offloadable
-from remat.offload import offload_p, reload_p
+from remat.offload import offload_p, staged_with_reloads
 from remat.tree_util import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
 
 logger = logging.getLogger("remat.checkpoint")
@@ -54,6 +55,7 @@ ad.primitive_jvps[name_p] = _name_jvp
 ad.primitive_transposes[name_p] = lambda ct, x, *, name: [ct]
 batching.primitive_batchers[name_p] = lambda vals, dims, *, name: (
     name_p.bind(vals[0], name=name), dims[0])
+pe.name_primitive = name_p
 
 
 def checkpoint_name(x, name):
@@ -244,26 +246,11 @@ def _check_no_effects(jaxpr):
                 f"Move the side effect outside the checkpointed function.")
 
 
-def _staged_with_reloads(staged, offloaded):
-    """The staged jaxpr reading its offloaded residuals back into working memory first."""
-    if not any(offloaded):
-        return staged
-    new_invars, reloads = [], []
-    for v, off in zip(staged.invars, list(offloaded) + [False] * len(staged.invars)):
-        if off:
-            host = Var(v.aval)
-            new_invars.append(host)
-            reloads.append(JaxprEqn([host], [v], reload_p, {}, None))
-        else:
-            new_invars.append(v)
-    return Jaxpr([], new_invars, staged.outvars, reloads + staged.eqns, staged.debug_info)
-
-
 def _checkpoint_partial_eval(trace, args, params):
     jaxpr, policy = params["jaxpr"], params["policy"] or nothing_saveable
     _check_no_effects(jaxpr.jaxpr)
     unknowns = [pe.is_unknown(trace, x) for x in args]
-    split = pe.partial_eval_jaxpr_custom(jaxpr.jaxpr, unknowns, policy, name_p)
+    split = pe.partial_eval_jaxpr_custom(jaxpr.jaxpr, unknowns, policy)
     known, staged, out_uk = split.known, split.staged, split.out_unknowns
     residuals, offloaded = split.residuals, split.offloaded
     known_args = [x for x, u in zip(args, unknowns) if not u]
@@ -272,9 +259,10 @@ def _checkpoint_partial_eval(trace, args, params):
         n_known = len(outs) - len(residuals)
         res_vals = [offload_p.bind(r) if off else r
                     for r, off in zip(outs[n_known:], offloaded)]
-    if config.log_checkpoint_residuals:
-        _log_residuals(jaxpr.jaxpr, known, residuals, n_known, offloaded)
-    staged = _staged_with_reloads(staged, offloaded)
+    level = logging.WARNING if config.log_checkpoint_residuals else logging.DEBUG
+    if logger.isEnabledFor(level):  # as JAX: DEBUG always, WARNING with the flag on
+        _log_residuals(level, jaxpr.jaxpr, known, residuals, n_known, offloaded)
+    staged = staged_with_reloads(staged, offloaded)
     prevent_cse = params["prevent_cse"]
     if not isinstance(prevent_cse, bool):
         prevent_cse = (True,) * len(residuals) + tuple(
@@ -288,7 +276,7 @@ def _checkpoint_partial_eval(trace, args, params):
     return [next(s) if u else next(k) for u in out_uk]
 
 
-def _log_residuals(jaxpr, known, residuals, n_known, offloaded):
+def _log_residuals(level, jaxpr, known, residuals, n_known, offloaded):
     inputs = [r for r in residuals if r in set(jaxpr.invars)]
     producers = {v: eqn for eqn in known.eqns for v in eqn.outvars}
     lines = []
@@ -302,7 +290,7 @@ def _log_residuals(jaxpr, known, residuals, n_known, offloaded):
             where = " (offloaded)" if off else ""
             lines.append(f"  {r.aval.str_short()} from {_describe_eqn(producers.get(r))}"
                          f"{where}")
-    logger.warning("remat-decorated function %s", "\n".join(lines) or "saving nothing")
+    logger.log(level, "remat-decorated function %s", "\n".join(lines) or "saving nothing")
 
 
 def _checkpoint_transpose(cts, *args, jaxpr, prevent_cse, differentiated, policy):
@@ -350,45 +338,11 @@ def _checkpoint_pe_custom(eqn, unknowns, policy, unsaveable):
     value saveable only if both policies allow it."""
     params = eqn.params
     combined = _both(policy, params["policy"] or nothing_saveable)
-    split = pe.partial_eval_jaxpr_custom(params["jaxpr"].jaxpr, unknowns, combined, name_p,
+    split = pe.partial_eval_jaxpr_custom(params["jaxpr"].jaxpr, unknowns, combined,
                                          stage_known_outputs=True)
     return split_call_eqn(eqn, unknowns, split, checkpoint_p,
                           dict(params, differentiated=False),
                           dict(params, differentiated=True))
-
-
-def split_call_eqn(eqn, unknowns, split, primitive, known_params, staged_params):
-    """The known and staged equations of a call-like equation whose jaxpr was split by
-    ``partial_eval_jaxpr_custom``: residuals that are the call's own inputs are read
-    directly; the others become new outputs of the known equation."""
-    inner = eqn.params["jaxpr"].jaxpr
-    outer_of = dict(zip(inner.invars, eqn.invars))
-    res_outer = [outer_of.get(r) or Var(r.aval) for r in split.residuals]
-    computed = [i for i, r in enumerate(split.residuals) if r not in outer_of]
-    n_known = len(split.known.outvars) - len(split.residuals)
-    res_out, offloads = [], []
-    for i in computed:  # offloaded residuals leave the known side already in host memory
-        v = split.known.outvars[n_known + i]
-        if split.offloaded[i]:
-            host = Var(v.aval)
-            offloads.append(JaxprEqn([v], [host], offload_p, {}, eqn.source_info))
-            v = host
-        res_out.append(v)
-    known = Jaxpr([], split.known.invars, split.known.outvars[:n_known] + res_out,
-                  split.known.eqns + offloads)
-    new_res = [res_outer[i] for i in computed]
-    for params in (known_params, staged_params):
-        if not isinstance(params.get("prevent_cse", True), bool):
-            params["prevent_cse"] = True
-    eqn_known = JaxprEqn([v for v, u in zip(eqn.invars, unknowns) if not u],
-                         [v for v, u in zip(eqn.outvars, split.out_unknowns) if not u] + new_res,
-                         primitive, dict(known_params, jaxpr=ClosedJaxpr(known, [])),
-                         eqn.source_info)
-    staged = _staged_with_reloads(split.staged, split.offloaded)
-    eqn_staged = JaxprEqn(res_outer + [v for v, u in zip(eqn.invars, unknowns) if u],
-                          [v for v, st in zip(eqn.outvars, split.out_staged) if st], primitive,
-                          dict(staged_params, jaxpr=ClosedJaxpr(staged, [])), eqn.source_info)
-    return eqn_known, eqn_staged, split.out_unknowns, split.out_staged, new_res
 
 
 ad.primitive_jvps[checkpoint_p] = _checkpoint_jvp
@@ -534,7 +488,8 @@ class _Checkpointed:
 
     def _trace(self, dyn_fun, in_tree, avals, names):
         flat_fun, store = flatten_fun(dyn_fun, in_tree)
-        debug = core.DebugInfo(fun_name(self.fun), names, "checkpoint")
+        debug = core.DebugInfo(fun_name(self.fun), names, "checkpoint / remat",
+                               fun_sourceinfo(self.fun))
         self.trace_count += 1
         try:
             closed = pe.trace_to_jaxpr(flat_fun, avals, debug)
@@ -654,8 +609,38 @@ def _describe_residuals(jaxpr, names):
             elif eqn.primitive is offload_p:
                 results.append((v.aval, f"offloaded {_offload_source(jaxpr, eqn)}"))
             else:
-                results.append((v.aval, f"output of {eqn.primitive.name} from {src}"))
+                producer = _producer_inside(eqn, eqn.outvars.index(v))
+                if producer.primitive is name_p:
+                    results.append((v.aval, f"named '{producer.params['name']}' from "
+                                            f"{producer.source_info}"))
+                else:
+                    results.append((v.aval, f"output of {_describe_eqn(producer)}"))
     return results
+
+
+def _producer_inside(eqn, index):
+    """The equation inside a scan, cond or nested checkpoint that computes its output
+    ``index`` (a residual the policy saved inside), or ``eqn`` itself. Of a cond's branches,
+    the first that computes it (the others pad the slot with zeros)."""
+    if eqn.primitive.name in ("scan", "checkpoint", "jit"):
+        bodies = [eqn.params["jaxpr"].jaxpr]
+    elif eqn.primitive.name == "cond":
+        bodies = [b.jaxpr for b in eqn.params["branches"]]
+    else:
+        return eqn
+    for body in bodies:
+        inner_v = body.outvars[index]
+        producer = next((e for e in body.eqns if inner_v in e.outvars), None)
+        if producer is None or _is_padding(producer):
+            continue
+        return _producer_inside(producer, producer.outvars.index(inner_v))
+    return eqn
+
+
+def _is_padding(eqn):
+    """A broadcast literal zero: how a cond's branch fills the residual slots of others."""
+    return (eqn.primitive.name == "broadcast_in_dim" and type(eqn.invars[0]) is Literal
+            and eqn.invars[0].val == 0)
 
 
 def _offload_source(jaxpr, offload_eqn):

@@ -11,6 +11,7 @@ from remat.api_util import (
     flatten_fun,
     flatten_fun_nokwargs,
     fun_name,
+    fun_sourceinfo,
     normalize_argnums,
     split_static,
 )
@@ -35,7 +36,7 @@ def _trace_user_fun(fun, args, kwargs, static_argnums, traced_for):
     names = arg_names(fun, args, kwargs, static)
     in_avals = [abstractify(x, n) for x, n in zip(flat_args, names)]
     flat_fun, store = flatten_fun(dyn_fun, in_tree)
-    debug = core.DebugInfo(fun_name(fun), names, traced_for)
+    debug = core.DebugInfo(fun_name(fun), names, traced_for, fun_sourceinfo(fun))
     closed = pe.trace_to_jaxpr(flat_fun, in_avals, debug)
     return closed, store.tree
 

@@ -69,6 +69,14 @@ def fun_name(fun):
     return getattr(fun, "__name__", type(fun).__name__)
 
 
+def fun_sourceinfo(fun):
+    """``file:line`` where ``fun`` is defined, or None (builtins, callable objects)."""
+    while hasattr(fun, "func") and not hasattr(fun, "__code__"):  # functools.partial
+        fun = fun.func
+    code = getattr(inspect.unwrap(fun), "__code__", None)
+    return None if code is None else f"{code.co_filename}:{code.co_firstlineno}"
+
+
 def _signature(fun):
     try:
         return inspect.signature(fun)

@@ -14,6 +14,7 @@ from remat.api_util import (
     check_callable,
     flatten_fun,
     fun_name,
+    fun_sourceinfo,
     hashable_static,
     resolve_jit_argnums,
     split_static,
@@ -23,6 +24,7 @@ from remat.config import config
 from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Primitive, Tracer, Var
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
+from remat.offload import offload_p, staged_with_reloads
 from remat.tree_util import tree_flatten, tree_unflatten
 
 jit_p = Primitive("jit")
@@ -135,14 +137,46 @@ def _jit_dce(used_outputs, eqn):
 
 def _jit_pe_custom(eqn, unknowns, policy, unsaveable):
     """A jit inside a checkpoint being split: split its jaxpr with the same policy."""
-    from remat.ad_checkpoint import name_p, split_call_eqn
-
     if eqn.params["jaxpr"].consts:
         return recompute_whole_rule(eqn, unknowns, policy, unsaveable)
-    split = pe.partial_eval_jaxpr_custom(eqn.params["jaxpr"].jaxpr, unknowns, policy, name_p,
+    split = pe.partial_eval_jaxpr_custom(eqn.params["jaxpr"].jaxpr, unknowns, policy,
                                          stage_known_outputs=True)
     params = dict(name=eqn.params["name"])
     return split_call_eqn(eqn, unknowns, split, jit_p, params, dict(params))
+
+
+def split_call_eqn(eqn, unknowns, split, primitive, known_params, staged_params):
+    """The known and staged equations of a call-like equation whose jaxpr was split by
+    ``partial_eval_jaxpr_custom``: residuals that are the call's own inputs are read
+    directly; the others become new outputs of the known equation."""
+    inner = eqn.params["jaxpr"].jaxpr
+    outer_of = dict(zip(inner.invars, eqn.invars))
+    res_outer = [outer_of.get(r) or Var(r.aval) for r in split.residuals]
+    computed = [i for i, r in enumerate(split.residuals) if r not in outer_of]
+    n_known = len(split.known.outvars) - len(split.residuals)
+    res_out, offloads = [], []
+    for i in computed:  # offloaded residuals leave the known side already in host memory
+        v = split.known.outvars[n_known + i]
+        if split.offloaded[i]:
+            host = Var(v.aval)
+            offloads.append(JaxprEqn([v], [host], offload_p, {}, eqn.source_info))
+            v = host
+        res_out.append(v)
+    known = Jaxpr([], split.known.invars, split.known.outvars[:n_known] + res_out,
+                  split.known.eqns + offloads)
+    new_res = [res_outer[i] for i in computed]
+    for params in (known_params, staged_params):
+        if not isinstance(params.get("prevent_cse", True), bool):
+            params["prevent_cse"] = True
+    eqn_known = JaxprEqn([v for v, u in zip(eqn.invars, unknowns) if not u],
+                         [v for v, u in zip(eqn.outvars, split.out_unknowns) if not u] + new_res,
+                         primitive, dict(known_params, jaxpr=ClosedJaxpr(known, [])),
+                         eqn.source_info)
+    staged = staged_with_reloads(split.staged, split.offloaded)
+    eqn_staged = JaxprEqn(res_outer + [v for v, u in zip(eqn.invars, unknowns) if u],
+                          [v for v, st in zip(eqn.outvars, split.out_staged) if st], primitive,
+                          dict(staged_params, jaxpr=ClosedJaxpr(staged, [])), eqn.source_info)
+    return eqn_known, eqn_staged, split.out_unknowns, split.out_staged, new_res
 
 
 def recompute_whole_rule(eqn, unknowns, policy, unsaveable):
@@ -209,7 +243,7 @@ class JittedFunction:
         entry = self.cache.get(key)
         if entry is None:
             flat_fun, store = flatten_fun(dyn_fun, in_tree)
-            debug = core.DebugInfo(fun_name(self.fun), names, "jit")
+            debug = core.DebugInfo(fun_name(self.fun), names, "jit", fun_sourceinfo(self.fun))
             self.trace_count += 1
             closed = pe.trace_to_jaxpr(flat_fun, avals, debug)
             call_jaxpr, consts = closed_call(closed)

@@ -179,16 +179,25 @@ class Trace:
         """Validate a tracer of another trace found among this trace's arguments."""
         other = tracer._trace
         if not other._alive:
+            where = other.describe_leak(tracer)
+            where = "\n" + where if where else ""
             raise UnexpectedTracerError(
-                f"Encountered an unexpected tracer: {tracer!r}. A value created inside a "
-                f"transformation ({type(other).__name__}) escaped it and was used after it "
-                f"ended, e.g. through a global or a side effect. Return values from the "
-                f"transformed function instead.")
+                f"Encountered an unexpected tracer. A function transformed by remat had a side "
+                f"effect, allowing for a reference to an intermediate value with type "
+                f"{tracer.aval.str_short()} wrapped in a {type(tracer).__name__} to escape the "
+                f"scope of the transformation.\nremat transformations require that functions "
+                f"explicitly return their outputs, and disallow saving intermediate values to "
+                f"global state.{where}")
         if other.level >= self.level:
             raise UnexpectedTracerError(
                 f"Encountered an unexpected tracer: {tracer!r} belongs to a transformation "
                 f"({type(other).__name__}) that does not enclose the current one "
                 f"({type(self).__name__}); it escaped through a side effect.")
+
+    def describe_leak(self, tracer):
+        """For the escaped-tracer error: which function was being traced when ``tracer``
+        leaked, and where the value was created ('' when this trace does not know)."""
+        return ""
 
     def end(self):
         """Mark this trace finished: its tracers may no longer be used."""
@@ -439,14 +448,16 @@ class Primitive:
 
 
 class DebugInfo:
-    """Where a jaxpr came from: the traced function's name and its arguments' names."""
+    """Where a jaxpr came from: the traced function's name, where it is defined
+    (``file:line``, when known) and its arguments' names."""
 
-    __slots__ = ("func_name", "arg_names", "traced_for")
+    __slots__ = ("func_name", "arg_names", "traced_for", "func_src")
 
-    def __init__(self, func_name, arg_names, traced_for="make_jaxpr"):
+    def __init__(self, func_name, arg_names, traced_for="make_jaxpr", func_src=None):
         self.func_name = func_name
         self.arg_names = list(arg_names)
         self.traced_for = traced_for
+        self.func_src = func_src
 
     def __repr__(self):
         return f"DebugInfo({self.traced_for} of {self.func_name}({', '.join(self.arg_names)}))"

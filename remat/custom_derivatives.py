@@ -148,7 +148,21 @@ def _custom_jvp_call_batch(vals, dims, call_jaxpr, jvp_jaxpr_fun, num_consts):
     return outs, [0] * n_out
 
 
+def _custom_jvp_call_transpose(cts, *args, call_jaxpr, jvp_jaxpr_fun, num_consts):
+    """Reached when the call is applied to tangents (a JVP rule calling the function on its
+    tangent, or a checkpoint recomputing the tangent side): there the function is linear in
+    those inputs, so its own jaxpr is transposed, as JAX does."""
+    linear = tuple(ad.is_undefined_primal(x) for x in args)
+    nz_cts = tuple(type(c) is not ad.Zero for c in cts)
+    transposed = ad.transpose_jaxpr(call_jaxpr, linear, nz_cts)
+    res = [x for x, lin in zip(args, linear) if not lin]
+    outs = iter(core.eval_jaxpr(transposed.jaxpr, transposed.consts, *res,
+                                *[c for c in cts if type(c) is not ad.Zero]))
+    return [next(outs) if lin else None for lin in linear]
+
+
 ad.primitive_jvps[custom_jvp_call_p] = _custom_jvp_call_jvp
+ad.primitive_transposes[custom_jvp_call_p] = _custom_jvp_call_transpose
 batching.primitive_batchers[custom_jvp_call_p] = _custom_jvp_call_batch
 
 

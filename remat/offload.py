@@ -6,7 +6,7 @@ import tempfile
 
 import numpy as np
 
-from remat.core import Primitive
+from remat.core import Jaxpr, JaxprEqn, Primitive, Var
 from remat.interpreters import ad, batching
 
 
@@ -38,3 +38,18 @@ reload_p.def_abstract_eval(lambda x: x)
 for _p in (offload_p, reload_p):
     ad.deflinear(_p, lambda ct, _p=_p: [_p.bind(ct)])
     batching.defvectorized(_p)
+
+
+def staged_with_reloads(staged, offloaded):
+    """The staged jaxpr reading its offloaded residuals back into working memory first."""
+    if not any(offloaded):
+        return staged
+    new_invars, reloads = [], []
+    for v, off in zip(staged.invars, list(offloaded) + [False] * len(staged.invars)):
+        if off:
+            host = Var(v.aval)
+            new_invars.append(host)
+            reloads.append(JaxprEqn([host], [v], reload_p, {}, None))
+        else:
+            new_invars.append(v)
+    return Jaxpr([], new_invars, staged.outvars, reloads + staged.eqns, staged.debug_info)

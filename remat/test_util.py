@@ -2,8 +2,10 @@
 ``check_vmap`` compares a batched function with a loop over the examples.
 
 Finite differences are taken in float64 (x64 is switched on while they run, and inexact inputs
-are upcast), so their error is far below the tolerance; the AD side runs at the inputs' own
-dtype, and the tolerance is that dtype's (as JAX's ``default_gradient_tolerance``).
+are upcast), so their error is far below the tolerance — unless the function rejects float64
+inputs (a float32 scan carry it closes over meets the upcast one): then they run at the inputs'
+own dtypes, as JAX's always do. The AD side runs at the inputs' own dtypes, and the tolerance
+is that dtype's (as JAX's ``default_gradient_tolerance``).
 """
 
 import functools
@@ -58,19 +60,31 @@ def _vdot(a, b):
 
 
 def numerical_jvp(f, primals, tangents, eps=EPS):
-    """Central difference of ``f`` at ``primals`` along ``tangents``, in float64."""
-    with config.override("jax_enable_x64", True):
-        p64 = tree_map(_upcast, primals)
-        t64 = tree_map(lambda p, t: _upcast(t) if _is_inexact(p) else None, primals, tangents)
+    """Central difference of ``f`` at ``primals`` along ``tangents``: in float64 where ``f``
+    accepts float64 inputs, else (a function whose float32 inputs meet float32 values it
+    closes over, such as a scan carry) at the inputs' own dtypes, as JAX's always is."""
+    try:
+        with config.override("jax_enable_x64", True):
+            return _central_difference(f, tree_map(_upcast, primals), tangents, eps)
+    except TypeError:
+        return _central_difference(f, primals, tangents, eps)
 
-        def shifted(sign):
-            args = tree_map(lambda p, t: p + sign * eps * t if t is not None else p, p64, t64,
-                            is_leaf=lambda x: x is None)
-            return _to_numpy(f(*args))
 
-        plus, minus = shifted(1.0), shifted(-1.0)
-        return tree_map(lambda a, b: (a.astype(np.float64) - b.astype(np.float64)) / (2 * eps)
-                        if a.dtype.kind in "fc" else np.zeros_like(a, np.float64), plus, minus)
+def _central_difference(f, primals, tangents, eps):
+    def shifted(sign):
+        args = tree_map(lambda p, t: _shift(p, t, sign * eps), primals, tangents)
+        return _to_numpy(f(*args))
+
+    plus, minus = shifted(1.0), shifted(-1.0)
+    return tree_map(lambda a, b: (a.astype(np.float64) - b.astype(np.float64)) / (2 * eps)
+                    if a.dtype.kind in "fc" else np.zeros_like(a, np.float64), plus, minus)
+
+
+def _shift(primal, tangent, step):
+    if not _is_inexact(primal):
+        return primal
+    p = np.asarray(primal)
+    return (p + step * np.asarray(tangent, p.dtype)).astype(p.dtype)
 
 
 def check_close(actual, expected, atol, rtol, err_msg=""):
@@ -138,7 +152,7 @@ def check_grads(f, args, order=2, modes=("fwd", "rev"), atol=None, rtol=None, ep
 
 
 def _cast_like(tangent, primals):
-    """Tangents in the primals' dtypes (the numerical side runs the function in float64)."""
+    """Tangents in the primals' dtypes."""
     return tree_map(lambda t, p: t.astype(core.get_aval(p).dtype) if t.dtype.kind in "fc"
                     else t, tangent, primals)
 

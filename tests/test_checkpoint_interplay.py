@@ -270,19 +270,50 @@ def test_scan_with_checkpointed_body_does_not_copy_the_stacked_weights():
     assert live == np.asarray(out).nbytes + L * 32 * B * 4  # the stacked carries only
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "by design: under dots_saveable a scan over layers inside one checkpoint is recomputed "
-    "whole, because its staged steps would need each step's carry, which the policy does not "
-    "save (the carry is an add, not a dot); JAX keeps those carries anyway. A checkpoint per "
-    "scan step (checkpoint on the body) is the supported way to save the dots per layer"))
 def test_policy_of_a_checkpoint_around_a_scan_applies_inside_the_body():
+    """The policy reaches into the scan body: under dots_saveable the known scan stacks each
+    layer's dot and the staged scan recomputes the rest from it, carrying the activations
+    along from the initial carry (as JAX does)."""
     Ws, x = _scan_args()
     dots = saved_residuals(remat.checkpoint(_scan_net(_layer_unnamed), policy=cp.dots_saveable),
                            Ws, x)
-    assert (L, N, B) in [a.shape for a, _ in dots]
+    assert [(a.shape, d) for a, d in dots] == [
+        ((L, N, N), "from the argument Ws"), ((N, B), "from the argument x"),
+        ((L, N, B), dots[2][1])]
+    assert dots[2][1].startswith("output of dot_general from ")
+    # everything_saveable saves what plain AD saves, plus the initial carry the staged scan
+    # starts from
     ev = saved_residuals(remat.checkpoint(_scan_net(_layer), policy=cp.everything_saveable),
                          Ws, x)
-    assert _total_bytes(ev) == _total_bytes(saved_residuals(_scan_net(_layer), Ws, x))
+    plain = saved_residuals(_scan_net(_layer), Ws, x)
+    assert _total_bytes(ev) == _total_bytes(plain) + x.nbytes
+    grads = remat.grad(remat.checkpoint(_scan_net(_layer_unnamed), policy=cp.dots_saveable),
+                       argnums=(0, 1))(Ws, x)
+    assert_trees_close(grads, remat.grad(_scan_net(_layer_unnamed), argnums=(0, 1))(Ws, x))
+
+
+def test_policy_inside_scan_saves_no_more_than_jax():
+    jax = pytest.importorskip("jax")
+    from jax._src.ad_checkpoint import saved_residuals as jax_saved_residuals
+    from jax.ad_checkpoint import checkpoint_name as jax_checkpoint_name
+
+    Ws, x = _scan_args()
+
+    def net(body, lib, checkpoint_name):
+        def layer(x, W):
+            return lib.sin(lib.tanh(checkpoint_name(lib.dot(W, x), "h"))), None
+
+        def f(Ws, x):
+            return lib.sum(body(layer, x, Ws)[0])
+        return f
+
+    for policy in ("dots_saveable", "everything_saveable", "nothing_saveable"):
+        ours = saved_residuals(remat.checkpoint(
+            net(lax.scan, jnp, checkpoint_name), policy=getattr(cp, policy)), Ws, x)
+        theirs = jax_saved_residuals(jax.checkpoint(
+            net(jax.lax.scan, jax.numpy, jax_checkpoint_name),
+            policy=getattr(jax.checkpoint_policies, policy)), Ws, x)
+        assert _total_bytes(ours) <= sum(a.size * a.dtype.itemsize for a, _ in theirs), policy
 
 
 def _branch_a(W, x):

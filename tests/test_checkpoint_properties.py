@@ -239,9 +239,11 @@ def test_random_program_saves_only_what_the_policy_allows(program, top_policy, s
                                                   policy=cp.everything_saveable), x, M)
     unremat = saved_residuals(make_fun(program, strip=True), x, M)
     if _has_control_flow(program):
-        # cond / scan / fori_loop inside a checkpoint are recomputed whole whatever the policy
-        # (call.recompute_whole_rule; see the xfail test in test_checkpoint_interplay.py)
-        assert _total(everything) <= _total(unremat)
+        # the policy reaches inside cond / scan / fori_loop, but a staged loop starts again from
+        # its initial carry (as JAX's), which plain AD need not keep: beyond the arguments,
+        # everything_saveable saves no more than plain AD
+        inner = [r for r in everything if not r[1].startswith("from the argument")]
+        assert _total(inner) <= _total(unremat)
     else:
         assert _total(everything) == _total(unremat)
     policy = make_policy(top_policy) or cp.nothing_saveable

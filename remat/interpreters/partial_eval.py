@@ -67,6 +67,21 @@ class StagingTrace(Trace):
         return (f"{where} This concrete value was not available in Python because it depends "
                 f"on the value{plural} of the argument{plural} {args}.")
 
+    def describe_leak(self, tracer):
+        lines = []
+        info = self.debug_info
+        if info is not None:
+            at = f" at {info.func_src}" if info.func_src else ""
+            lines.append(f"The function being traced when the value leaked was "
+                         f"{info.func_name}{at} traced for {info.traced_for}.")
+        var = getattr(tracer, "jaxpr_var", None)
+        eqn = next((e for e in self.eqns if var in e.outvars), None)
+        if eqn is not None and eqn.source_info is not None:
+            lines.append(f"The leaked intermediate value was created on line "
+                         f"{eqn.source_info.file}:{eqn.source_info.line} "
+                         f"({eqn.source_info.function}).")
+        return "\n".join(lines)
+
     def new_arg(self, aval):
         var = Var(aval)
         self.invars.append(var)
@@ -270,9 +285,10 @@ def _policy_decision(policy, eqn, unsaveable):
 
 
 _UNLISTED_NAME = "\x00remat: a name no policy lists"
+name_primitive = None  # ``checkpoint_name``'s primitive, set where it is defined
 
 
-def _unsaveable_by_name(jaxpr, policy, name_p):
+def _unsaveable_by_name(jaxpr, policy):
     """Values whose name the policy singles out as not saveable may not be saved under any
     alias: the name's input (and the chain of names above it) is unsaveable too. A name is
     singled out when the policy refuses it but would save an unlisted name — so
@@ -280,11 +296,12 @@ def _unsaveable_by_name(jaxpr, policy, name_p):
     refuses every name) leaves a named dot saveable."""
     refused = set()
     for eqn in reversed(jaxpr.eqns):
-        if eqn.primitive is not name_p:
+        if eqn.primitive is not name_primitive:
             continue
         avals = [v.aval for v in eqn.invars]
-        singled_out = (not policy(name_p, *avals, **eqn.params)
-                       and policy(name_p, *avals, **dict(eqn.params, name=_UNLISTED_NAME)))
+        singled_out = (not policy(name_primitive, *avals, **eqn.params)
+                       and policy(name_primitive, *avals,
+                                  **dict(eqn.params, name=_UNLISTED_NAME)))
         if eqn.outvars[0] in refused or singled_out:
             refused.add(eqn.outvars[0])
             src = eqn.invars[0]
@@ -302,8 +319,8 @@ class CustomSplit(NamedTuple):
     offloaded: list  # per residual: moved out of working memory until the backward pass
 
 
-def partial_eval_jaxpr_custom(jaxpr, in_unknowns, policy, name_p=None,
-                              stage_known_outputs=False, in_inst=False, ensure_out_inst=False):
+def partial_eval_jaxpr_custom(jaxpr, in_unknowns, policy, stage_known_outputs=False,
+                              in_inst=False, ensure_out_inst=False):
     """Split ``jaxpr`` (no constvars) for a checkpoint with ``policy``.
 
     Known equations go to the known jaxpr. A known value may be saved for the backward pass
@@ -326,7 +343,7 @@ def partial_eval_jaxpr_custom(jaxpr, in_unknowns, policy, name_p=None,
         in_inst = [in_inst] * len(jaxpr.invars)
     if isinstance(ensure_out_inst, bool):
         ensure_out_inst = [ensure_out_inst] * len(jaxpr.outvars)
-    unsaveable = _unsaveable_by_name(jaxpr, policy, name_p) if name_p else set()
+    unsaveable = _unsaveable_by_name(jaxpr, policy) if name_primitive else set()
     unknown, inst = set(), set()
     for v, u, i in zip(jaxpr.invars, in_unknowns, in_inst):
         if u:

@@ -15,7 +15,7 @@ from remat.call import recompute_whole_rule
 from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Primitive, Var
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
-from remat.offload import host_empty, offload_p
+from remat.offload import host_empty, offload_p, staged_with_reloads
 from remat.tree_util import (
     keystr,
     tree_flatten,
@@ -231,7 +231,83 @@ ad.primitive_transposes[cond_p] = _cond_transpose
 pe.partial_eval_rules[cond_p] = _cond_partial_eval
 batching.primitive_batchers[cond_p] = _cond_batch
 pe.dce_rules[cond_p] = _cond_dce
-pe.partial_eval_jaxpr_custom_rules[cond_p] = recompute_whole_rule
+
+
+def _cond_pe_custom(eqn, unknowns, policy, unsaveable):
+    """A cond inside a checkpoint: split each branch with the checkpoint's policy. The known
+    cond computes the known outputs and the residuals the taken branch saves (branches share
+    residual slots of one type, the others' padded with zeros); the staged cond takes them
+    and every operand, and recomputes the rest of the taken branch."""
+    branches = eqn.params["branches"]
+    if unknowns[0] or any(b.consts for b in branches):
+        return recompute_whole_rule(eqn, unknowns, policy, unsaveable)
+    ops_uk = list(unknowns[1:])
+    splits = [pe.partial_eval_jaxpr_custom(b.jaxpr, ops_uk, policy, in_inst=True,
+                                           ensure_out_inst=True) for b in branches]
+    out_uk = [False] * len(eqn.outvars)
+    for split in splits:
+        out_uk = _or(out_uk, split.out_unknowns)
+    slots, slot_of = _residual_slots(splits)
+    known_branches, staged_branches = [], []
+    for split, slot_index in zip(splits, slot_of):
+        known_branches.append(_known_branch(split, out_uk, slots, slot_index))
+        slot_vars = [Var(a) for a, _ in slots]
+        for r, k in zip(split.residuals, slot_index):
+            slot_vars[k] = r
+        offloaded = [False] * len(slots)
+        for off, k in zip(split.offloaded, slot_index):
+            offloaded[k] = off
+        staged = split.staged
+        staged = Jaxpr([], slot_vars + staged.invars[len(split.residuals):], staged.outvars,
+                       staged.eqns, staged.debug_info)
+        staged_branches.append(ClosedJaxpr(staged_with_reloads(staged, offloaded), []))
+    res_vars = [Var(a) for a, _ in slots]
+    index, ops = eqn.invars[0], eqn.invars[1:]
+    eqn_known = JaxprEqn([index] + [v for v, u in zip(ops, ops_uk) if not u],
+                         [v for v, u in zip(eqn.outvars, out_uk) if not u] + res_vars, cond_p,
+                         dict(branches=tuple(known_branches)), eqn.source_info)
+    eqn_staged = JaxprEqn([index] + res_vars + list(ops), list(eqn.outvars), cond_p,
+                          dict(branches=tuple(staged_branches)), eqn.source_info)
+    return eqn_known, eqn_staged, out_uk, [True] * len(eqn.outvars), res_vars
+
+
+def _residual_slots(splits):
+    """Residual slots shared by the branches: ``(slots, slot_of)`` where ``slots`` lists each
+    slot's (aval, offloaded) and ``slot_of[i][j]`` is the slot of branch i's residual j. Only
+    one branch runs, so a slot of a given type serves one residual of each branch."""
+    slots, slot_of = [], []
+    for split in splits:
+        taken, index = set(), []
+        for r, off in zip(split.residuals, split.offloaded):
+            k = next((k for k, kind in enumerate(slots)
+                      if k not in taken and kind == (r.aval, off)), None)
+            if k is None:
+                k = len(slots)
+                slots.append((r.aval, off))
+            taken.add(k)
+            index.append(k)
+        slot_of.append(index)
+    return slots, slot_of
+
+
+def _known_branch(split, out_uk, slots, slot_index):
+    """A branch of the known cond: the outputs known in every branch, then every residual
+    slot (this branch's residuals, offloaded where the policy says; zeros elsewhere)."""
+    n_known = len(split.known.outvars) - len(split.residuals)
+    keep = [not u for u, own in zip(out_uk, split.out_unknowns) if not own]
+    known = ClosedJaxpr(split.known, [])
+
+    def known_fun(*xs):
+        outs = _run(known, *xs)
+        res = [_zeros(a) for a, _ in slots]
+        for r, k in zip(outs[n_known:], slot_index):
+            res[k] = offload_p.bind(r) if slots[k][1] else r
+        return [o for o, k in zip(outs[:n_known], keep) if k] + res
+
+    return _stage(known_fun, known.in_avals)
+
+
+pe.partial_eval_jaxpr_custom_rules[cond_p] = _cond_pe_custom
 
 
 def _leaf_paths(tree):
@@ -653,28 +729,31 @@ pe.dce_rules[scan_p] = _scan_dce
 
 def _scan_pe_custom(eqn, unknowns, policy, unsaveable):
     """A scan inside a checkpoint: split its body with the checkpoint's policy. The known scan
-    computes the known outputs and stacks the residuals the policy saves (and the known carries
-    the staged body reads); loop-invariant and per-step-input residuals are read from the
-    scan's own operands. The staged scan recomputes the rest of each step."""
-    from remat.ad_checkpoint import name_p
-
+    computes the known outputs and stacks the residuals the policy saves; loop-invariant and
+    per-step-input residuals are read from the scan's own operands. The staged scan carries
+    the known carries along and returns every output, known ones included (each step's
+    recomputed, or read from the residuals the policy saved), so nothing outside the policy
+    is saved."""
     p = eqn.params
     body, num_consts, num_carry = p["jaxpr"], p["num_consts"], p["num_carry"]
     if body.consts:
         return recompute_whole_rule(eqn, unknowns, policy, unsaveable)
     const_uk, carry_uk, xs_uk = _scan_split(unknowns, num_consts, num_carry)
+    n_xs = len(xs_uk)
+    carry_inst = [False] * num_consts + [True] * num_carry + [False] * n_xs
     while True:
-        split = pe.partial_eval_jaxpr_custom(body.jaxpr, const_uk + carry_uk + xs_uk, policy,
-                                             name_p)
+        split = pe.partial_eval_jaxpr_custom(
+            body.jaxpr, const_uk + carry_uk + xs_uk, policy, in_inst=carry_inst,
+            ensure_out_inst=True)
         new = _or(carry_uk, split.out_unknowns[:num_carry])
         if new == carry_uk:
             break
         carry_uk = new
     # a known carry whose output the body computes as unknown is unknown (the staged scan
-    # reads its known initial value as a residual); the known scan no longer takes it
+    # reads its known initial value as an operand); the known scan no longer takes it
     unknowns = const_uk + carry_uk + xs_uk
     bj = body.jaxpr
-    c_in, k_in, x_in = _scan_split(bj.invars, num_consts, num_carry)
+    c_in, _, x_in = _scan_split(bj.invars, num_consts, num_carry)
     kinds = {}
     for i, v in enumerate(c_in):
         kinds[v] = ("const", i)
@@ -683,12 +762,7 @@ def _scan_pe_custom(eqn, unknowns, policy, unsaveable):
     consts, carry, xs = _scan_split(eqn.invars, num_consts, num_carry)
     const_res = [r for r in split.residuals if kinds.get(r, ("",))[0] == "const"]
     xs_res = [r for r in split.residuals if kinds.get(r, ("",))[0] == "xs"]
-    stacked = [r for r in split.residuals if r not in kinds]  # computed, or a carry input
-    if not _carries_saveable(bj, [r for r in stacked if r in k_in], k_in, num_carry, policy,
-                             unsaveable):
-        # the staged steps need known carries the policy does not let us keep: recompute the
-        # whole loop instead (nothing inside it is saved)
-        return recompute_whole_rule(eqn, unknowns, policy, unsaveable)
+    stacked = [r for r in split.residuals if r not in kinds]  # computed in the body
     n_known_out = len(split.known.outvars) - len(split.residuals)
     known_body = Jaxpr([], split.known.invars, split.known.outvars[:n_known_out] + stacked,
                        split.known.eqns)
@@ -703,37 +777,23 @@ def _scan_pe_custom(eqn, unknowns, policy, unsaveable):
     staged = split.staged
     n_res = len(split.residuals)
     position = {r: i for i, r in enumerate(split.residuals)}
-    uk_c, uk_k = sum(const_uk), sum(carry_uk)
-    rest = list(range(n_res, len(staged.invars)))
-    order = ([position[r] for r in const_res] + rest[:uk_c] + rest[uk_c:uk_c + uk_k]
+    uk_c = sum(const_uk)
+    rest = list(range(n_res, len(staged.invars)))  # unknown consts, every carry, unknown xs
+    order = ([position[r] for r in const_res] + rest[:uk_c] + rest[uk_c:uk_c + num_carry]
              + [position[r] for r in stacked] + [position[r] for r in xs_res]
-             + rest[uk_c + uk_k:])
+             + rest[uk_c + num_carry:])
     staged_body = Jaxpr([], [staged.invars[i] for i in order], staged.outvars, staged.eqns)
     eqn_staged = JaxprEqn(
         [consts[kinds[r][1]] for r in const_res] + [v for v, u in zip(consts, const_uk) if u]
-        + [v for v, u in zip(carry, carry_uk) if u] + stacked_outer
-        + [xs[kinds[r][1]] for r in xs_res] + [v for v, u in zip(xs, xs_uk) if u],
-        [v for v, u in zip(eqn.outvars, split.out_unknowns) if u], scan_p,
+        + list(carry) + stacked_outer + [xs[kinds[r][1]] for r in xs_res]
+        + [v for v, u in zip(xs, xs_uk) if u],
+        [v for v, st in zip(eqn.outvars, split.out_staged) if st], scan_p,
         dict(p, jaxpr=ClosedJaxpr(staged_body, []), num_consts=len(const_res) + uk_c,
-             num_carry=uk_k), eqn.source_info)
-    return eqn_known, eqn_staged, split.out_unknowns, split.out_unknowns, stacked_outer
+             num_carry=num_carry), eqn.source_info)
+    return eqn_known, eqn_staged, split.out_unknowns, split.out_staged, stacked_outer
 
 
 pe.partial_eval_jaxpr_custom_rules[scan_p] = _scan_pe_custom
-
-
-def _carries_saveable(body, carry_residuals, carry_invars, num_carry, policy, unsaveable):
-    """Keeping a known carry per step saves the value the body computed for it at the step
-    before: allowed only if the policy saves that value (its producing equation's output)."""
-    producers = {v: e for e in body.eqns for v in e.outvars}
-    carry_outs = body.outvars[:num_carry]
-    for r in carry_residuals:
-        out = carry_outs[carry_invars.index(r)]
-        eqn = producers.get(out)
-        if eqn is None or out in unsaveable or not policy(
-                eqn.primitive, *[v.aval for v in eqn.invars], **eqn.params):
-            return False
-    return True
 
 
 def _carry_names(fun, init_tree):
