@@ -16,6 +16,7 @@ too): ``test_dots_saveable_can_save_more_bytes_than_everything_saveable`` in
 test_checkpoint_interplay.py shows one case. The properties above are what holds.
 """
 
+import fuzzing
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -49,24 +50,8 @@ policies = st.one_of(simple_policy, st.tuples(st.just("both"), simple_policy, si
 
 
 def make_policy(spec):
-    kind = spec[0]
-    if kind == "default":
-        return None
-    if kind == "both":
-        p1, p2 = (make_policy(s) or cp.nothing_saveable for s in spec[1:])
-        return cp.save_from_both_policies(p1, p2)
-    if kind == "except":
-        return cp.save_anything_except_these_names(*spec[1])
-    if kind == "any_but":
-        return cp.save_any_names_but_these(*spec[1])
-    if kind == "only":
-        return cp.save_only_these_names(*spec[1])
-    if kind == "offload_names":
-        return cp.save_and_offload_only_these_names(names_which_can_be_saved=spec[1],
-                                                    names_which_can_be_offloaded=spec[2])
-    return {"everything": cp.everything_saveable, "nothing": cp.nothing_saveable,
-            "dots": cp.dots_saveable, "dots_no_batch": cp.dots_with_no_batch_dims_saveable,
-            "offload_dot": cp.offload_dot_with_no_batch_dims()}[kind]
+    """The policy of a spec (the differential fuzzer's spec format)."""
+    return fuzzing.make_policy(fuzzing.Namespace.remat(), spec)
 
 
 # --- random programs -------------------------------------------------------------------------
