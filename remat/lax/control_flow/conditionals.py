@@ -1,0 +1,337 @@
+"""``cond`` and ``switch``: one primitive carrying every branch's jaxpr, with its impl,
+abstract eval, JVP, partial-eval (known/unknown and policy-aware), transpose, batching and DCE
+rules."""
+
+import numpy as np
+
+from remat import core, exec, lax
+from remat.api_util import fun_name
+from remat.call import recompute_whole_rule
+from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Primitive, Var
+from remat.interpreters import ad, batching
+from remat.interpreters import partial_eval as pe
+from remat.lax.control_flow.common import (
+    _leaf_paths,
+    _live_consts,
+    _or,
+    _run,
+    _stage,
+    _trace,
+    _type_str,
+    _with_extra_invars,
+    _zeros,
+)
+from remat.offload import offload_p, staged_with_reloads
+from remat.tree_util import (
+    tree_flatten,
+    tree_unflatten,
+)
+
+# --- cond / switch ---------------------------------------------------------------------------
+
+cond_p = Primitive("cond")
+cond_p.multiple_results = True
+
+
+def _cond_impl(index, *ops, branches):
+    return exec.evaluate(branches[int(index)], *ops)
+
+
+def _cond_abstract_eval(index, *ops, branches):
+    if index.shape or index.dtype.kind not in "iu":
+        raise TypeError(f"cond index must be an integer scalar, got {index.str_short()}")
+    return branches[0].out_avals
+
+
+cond_p.def_impl(_cond_impl)
+cond_p.def_abstract_eval(_cond_abstract_eval)
+
+
+def _cond_jvp(primals, tangents, branches):
+    index, ops = primals[0], primals[1:]
+    nonzeros = tuple(type(t) is not ad.Zero for t in tangents[1:])
+    out_nz = [False] * len(branches[0].out_avals)
+    for b in branches:
+        out_nz = _or(out_nz, ad.jvp_jaxpr(b, nonzeros, False)[1])
+    jvp_branches = tuple(ad.jvp_jaxpr(b, nonzeros, tuple(out_nz))[0] for b in branches)
+    nz_tangents = [t for t in tangents[1:] if type(t) is not ad.Zero]
+    outs = cond_p.bind(index, *ops, *nz_tangents, branches=jvp_branches)
+    n = len(branches[0].out_avals)
+    it = iter(outs[n:])
+    return outs[:n], [next(it) if nz else ad.Zero(a.to_tangent_aval())
+                      for nz, a in zip(out_nz, branches[0].out_avals)]
+
+
+def _cond_partial_eval(trace, args, params):
+    branches = params["branches"]
+    index, ops = args[0], args[1:]
+    if pe.is_unknown(trace, index):
+        return trace.stage_with_residuals(cond_p, args, params)
+    unknowns = tuple(pe.is_unknown(trace, x) for x in ops)
+    out_uk = [False] * len(branches[0].out_avals)
+    for b in branches:
+        out_uk = _or(out_uk, pe.partial_eval_jaxpr_nounits(b, unknowns, False)[2])
+    splits = [pe.partial_eval_jaxpr_nounits(b, unknowns, tuple(out_uk)) for b in branches]
+    res_avals = [list(known.out_avals[len(known.out_avals) - num_res:])
+                 for known, _, _, num_res in splits]
+    all_res = [a for avals in res_avals for a in avals]
+    known_branches, unknown_branches = [], []
+    for i, (known, unknown, _, num_res) in enumerate(splits):
+        before = sum(len(r) for r in res_avals[:i])
+        after = sum(len(r) for r in res_avals[i + 1:])
+        n_known_out = len(known.out_avals) - num_res
+
+        def known_fun(*xs, known=known, before=before, after=after, n=n_known_out):
+            outs = _run(known, *xs)
+            pad_before = [_zeros(a) for a in all_res[:before]]
+            pad_after = [_zeros(a) for a in all_res[len(all_res) - after:]] if after else []
+            return outs[:n] + pad_before + outs[n:] + pad_after
+
+        known_branches.append(_stage(known_fun, known.in_avals))
+        end = before + len(res_avals[i])
+        padded = _with_extra_invars(unknown, all_res[:before], 0)
+        unknown_branches.append(_with_extra_invars(padded, all_res[end:], end))
+    known_ops = [x for x, u in zip(ops, unknowns) if not u]
+    with core.set_current_trace(trace.parent):
+        known_outs = cond_p.bind(index, *known_ops, branches=tuple(known_branches))
+    n_known = len(known_outs) - len(all_res)
+    residuals = known_outs[n_known:]
+    unknown_ops = [x for x, u in zip(ops, unknowns) if u]
+    unknown_outs = trace.stage_with_residuals(
+        cond_p, [index, *residuals, *unknown_ops], dict(branches=tuple(unknown_branches)))
+    k, uk = iter(known_outs[:n_known]), iter(unknown_outs)
+    return [next(uk) if u else next(k) for u in out_uk]
+
+
+def _cond_transpose(cts, index, *ops, branches):
+    linear = tuple(ad.is_undefined_primal(x) for x in ops)
+    nz_cts = tuple(type(c) is not ad.Zero for c in cts)
+    t_branches = tuple(ad.transpose_jaxpr(b, linear, nz_cts) for b in branches)
+    res = [x for x, lin in zip(ops, linear) if not lin]
+    outs = iter(cond_p.bind(index, *res, *[c for c in cts if type(c) is not ad.Zero],
+                            branches=t_branches))
+    return [None] + [next(outs) if lin else None for lin in linear]
+
+
+def _cond_batch(vals, dims, branches):
+    size = batching.axis_size_of(vals, dims)
+    index, ops = vals[0], vals[1:]
+    op_dims = dims[1:]
+    ops = [x if d is None else batching.moveaxis(x, d, 0) for x, d in zip(ops, op_dims)]
+    batched = tuple(d is not None for d in op_dims)
+    if dims[0] is not None:
+        # a batched predicate: evaluate every branch, then select per element
+        index = batching.moveaxis(index, dims[0], 0)
+        branch_outs = []
+        for b in branches:
+            bj, _ = batching.batch_jaxpr(b, size, batched, True)
+            branch_outs.append(_run(bj, *ops))
+        outs = []
+        for cases in zip(*branch_outs):
+            shape = core.get_aval(cases[0]).shape
+            which = lax.broadcast_in_dim(index, shape, (0,)) if len(shape) > 1 else index
+            outs.append(lax.select_n(which, *cases))
+        return outs, [0] * len(outs)
+    out_b = [False] * len(branches[0].out_avals)
+    for b in branches:
+        out_b = _or(out_b, batching.batch_jaxpr(b, size, batched, False)[1])
+    b_branches = tuple(batching.batch_jaxpr(b, size, batched, tuple(out_b))[0]
+                       for b in branches)
+    outs = cond_p.bind(index, *ops, branches=b_branches)
+    return outs, [0 if b else None for b in out_b]
+
+
+def _cond_dce(used_outputs, eqn):
+    branches = eqn.params["branches"]
+    new, used_in = [], [False] * len(branches[0].in_avals)
+    for b in branches:
+        j, u = pe.dce_jaxpr(b.jaxpr, used_outputs)
+        new.append(j)
+        used_in = _or(used_in, u)
+    pruned = tuple(ClosedJaxpr(Jaxpr(j.constvars, [v for v, u in zip(j.invars, used_in) if u],
+                                     j.outvars, j.eqns, j.debug_info), _live_consts(b, j))
+                   for j, b in zip(new, branches))
+    new_eqn = eqn.replace(invars=[eqn.invars[0]] + [v for v, u in zip(eqn.invars[1:], used_in)
+                                                    if u],
+                          outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
+                          params=dict(branches=pruned))
+    return [True] + used_in, new_eqn
+
+
+ad.primitive_jvps[cond_p] = _cond_jvp
+ad.primitive_transposes[cond_p] = _cond_transpose
+pe.partial_eval_rules[cond_p] = _cond_partial_eval
+batching.primitive_batchers[cond_p] = _cond_batch
+pe.dce_rules[cond_p] = _cond_dce
+
+
+def _cond_pe_custom(eqn, unknowns, policy, unsaveable):
+    """A cond inside a checkpoint: split each branch with the checkpoint's policy. The known
+    cond computes the known outputs and the residuals the taken branch saves (branches share
+    residual slots of one type, the others' padded with zeros); the staged cond takes them
+    and every operand, and recomputes the rest of the taken branch."""
+    branches = eqn.params["branches"]
+    if unknowns[0] or any(b.consts for b in branches):
+        return recompute_whole_rule(eqn, unknowns, policy, unsaveable)
+    ops_uk = list(unknowns[1:])
+    splits = [pe.partial_eval_jaxpr_custom(b.jaxpr, ops_uk, policy, in_inst=True,
+                                           ensure_out_inst=True) for b in branches]
+    out_uk = [False] * len(eqn.outvars)
+    for split in splits:
+        out_uk = _or(out_uk, split.out_unknowns)
+    slots, slot_of = _residual_slots(splits)
+    known_branches, staged_branches = [], []
+    for split, slot_index in zip(splits, slot_of):
+        known_branches.append(_known_branch(split, out_uk, slots, slot_index))
+        slot_vars = [Var(a) for a, _ in slots]
+        for r, k in zip(split.residuals, slot_index):
+            slot_vars[k] = r
+        offloaded = [False] * len(slots)
+        for off, k in zip(split.offloaded, slot_index):
+            offloaded[k] = off
+        staged = split.staged
+        staged = Jaxpr([], slot_vars + staged.invars[len(split.residuals):], staged.outvars,
+                       staged.eqns, staged.debug_info)
+        staged_branches.append(ClosedJaxpr(staged_with_reloads(staged, offloaded), []))
+    res_vars = [Var(a) for a, _ in slots]
+    index, ops = eqn.invars[0], eqn.invars[1:]
+    eqn_known = JaxprEqn([index] + [v for v, u in zip(ops, ops_uk) if not u],
+                         [v for v, u in zip(eqn.outvars, out_uk) if not u] + res_vars, cond_p,
+                         dict(branches=tuple(known_branches)), eqn.source_info)
+    eqn_staged = JaxprEqn([index] + res_vars + list(ops), list(eqn.outvars), cond_p,
+                          dict(branches=tuple(staged_branches)), eqn.source_info)
+    return eqn_known, eqn_staged, out_uk, [True] * len(eqn.outvars), res_vars
+
+
+def _residual_slots(splits):
+    """Residual slots shared by the branches: ``(slots, slot_of)`` where ``slots`` lists each
+    slot's (aval, offloaded) and ``slot_of[i][j]`` is the slot of branch i's residual j. Only
+    one branch runs, so a slot of a given type serves one residual of each branch."""
+    slots, slot_of = [], []
+    for split in splits:
+        taken, index = set(), []
+        for r, off in zip(split.residuals, split.offloaded):
+            k = next((k for k, kind in enumerate(slots)
+                      if k not in taken and kind == (r.aval, off)), None)
+            if k is None:
+                k = len(slots)
+                slots.append((r.aval, off))
+            taken.add(k)
+            index.append(k)
+        slot_of.append(index)
+    return slots, slot_of
+
+
+def _known_branch(split, out_uk, slots, slot_index):
+    """A branch of the known cond: the outputs known in every branch, then every residual
+    slot (this branch's residuals, offloaded where the policy says; zeros elsewhere)."""
+    n_known = len(split.known.outvars) - len(split.residuals)
+    keep = [not u for u, own in zip(out_uk, split.out_unknowns) if not own]
+    known = ClosedJaxpr(split.known, [])
+
+    def known_fun(*xs):
+        outs = _run(known, *xs)
+        res = [_zeros(a) for a, _ in slots]
+        for r, k in zip(outs[n_known:], slot_index):
+            res[k] = offload_p.bind(r) if slots[k][1] else r
+        return [o for o, k in zip(outs[:n_known], keep) if k] + res
+
+    return _stage(known_fun, known.in_avals)
+
+
+pe.partial_eval_jaxpr_custom_rules[cond_p] = _cond_pe_custom
+
+
+def _join_branch_outputs(traced, names, kind):
+    """Check the branches return the same types (JAX's messages); weak types are joined to
+    strong ones. ``names`` are in the order the user wrote the branches."""
+    trees = [t[2] for t in traced]
+    for name, tree in zip(names[1:], trees[1:]):
+        if tree != trees[0]:
+            raise TypeError(
+                f"{kind} branch outputs must have the same pytree structure, but they differ:"
+                f"\n\n{names[0]} output is {trees[0]} but {name} output is {tree}.\n\n"
+                f"Revise {names[0]} and/or {name} so that they have the same pytree structure.")
+    avals = [t[0].out_avals for t in traced]
+    paths = _leaf_paths(trees[0])
+    for name, other in zip(names[1:], avals[1:]):
+        for path, a, b in zip(paths, avals[0], other):
+            what = "shapes" if a.shape != b.shape else "dtypes" if a.dtype != b.dtype else None
+            if what:
+                at = f" at path {path}" if path else ""
+                raise TypeError(
+                    f"{kind} branches must have equal output types but they differ.\n\n"
+                    f"The output of {names[0]}{at} has type {_type_str(a)} but the "
+                    f"corresponding output of {name} has type {_type_str(b)}, so the {what} "
+                    f"do not match.\n\nRevise {names[0]} and/or {name} so that all output "
+                    f"types match.")
+    return [all(av[k].weak_type for av in avals) for k in range(len(avals[0]))]
+
+
+def switch(index, branches, *operands):
+    """Apply ``branches[index](*operands)``; ``index`` is clamped into range."""
+    branches = list(branches)
+    if not branches:
+        raise ValueError("Empty branch sequence")
+    index_aval = core.get_aval(index)
+    if index_aval.shape != ():
+        raise TypeError(f"Branch index must be scalar, got {index} of shape "
+                        f"{index_aval.shape}.")
+    if index_aval.dtype.kind not in "iu":
+        raise TypeError(f"Index type must be an integer, got {index} as "
+                        f"{index_aval.dtype.name}")
+    index = lax.convert_element_type(index, np.int32)
+    if len(branches) > 1:
+        index = lax.clamp(np.int32(0), index, np.int32(len(branches) - 1))
+    names = [f"branch {i}" for i in range(len(branches))]
+    return _bind_branches(index, branches, operands, names, names, "switch")
+
+
+def cond(pred, true_fun, false_fun, *operands):
+    """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, staged as one
+    primitive so it can be traced, batched and differentiated. A numeric ``pred`` is true
+    when nonzero."""
+    aval = core.get_aval(pred)
+    if aval.shape != ():
+        raise TypeError(f"Pred must be a scalar, got {pred!r} of shape {aval.shape}.")
+    if aval.dtype.kind not in "biuf":
+        raise TypeError(f"Pred type must be either boolean or number, got {aval.dtype}.")
+    if aval.dtype.kind != "b":
+        pred = lax.ne(pred, lax.convert_element_type(0, aval.dtype))
+    index = lax.convert_element_type(pred, np.int32)
+    return _bind_branches(index, [false_fun, true_fun], operands, ["false_fun", "true_fun"],
+                          ["true_fun", "false_fun"], "cond")
+
+
+def _bind_branches(index, funs, operands, names, user_order, kind):
+    flat_ops, in_tree = tree_flatten(tuple(operands))
+    avals = [core.get_aval(x) for x in flat_ops]
+    traced = [_trace(f, in_tree, avals, kind) for f in funs]
+    by_name = dict(zip(names, traced))
+    weak = _join_branch_outputs([by_name[n] for n in user_order], user_order, kind)
+    if any(a.weak_type != w for t in traced for a, w in zip(t[0].out_avals, weak)):
+        traced = [_trace(_strengthen(f, weak), in_tree, avals, kind) for f in funs]
+    consts = [c for t in traced for c in t[1]]
+    n_consts = [len(t[1]) for t in traced]
+    jaxprs = []
+    for i, (j, _, _) in enumerate(traced):
+        before = [core.get_aval(c) for t in traced[:i] for c in t[1]]
+        after = [core.get_aval(c) for t in traced[i + 1:] for c in t[1]]
+        j = _with_extra_invars(j, before, 0)
+        j = _with_extra_invars(j, after, len(before) + n_consts[i])
+        jaxprs.append(j)
+    outs = cond_p.bind(index, *consts, *flat_ops, branches=tuple(jaxprs))
+    return tree_unflatten(traced[0][2], outs)
+
+
+def _strengthen(fun, weak):
+    def strong(*args):
+        out = fun(*args)
+        leaves, tree = tree_flatten(out)
+        leaves = [x if w or not core.get_aval(x).weak_type
+                  else lax.convert_element_type(x, core.get_aval(x).dtype, False)
+                  for x, w in zip(leaves, weak)]
+        return tree_unflatten(tree, leaves)
+
+    strong.__name__ = fun_name(fun)
+    return strong
