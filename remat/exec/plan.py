@@ -172,20 +172,26 @@ def plan_for(jaxpr):
 _closed_plans = weakref.WeakKeyDictionary()
 
 
-def prepared(closed):
-    """``run(*bufs, sinks=None)`` for a ClosedJaxpr whose consts are concrete: its plan (and
-    const buffers) found once, for a loop that runs the same body at every step."""
+def _plan_and_consts(closed):
+    """The plan of a ClosedJaxpr whose consts are concrete (they become leading inputs) and
+    the const buffers to pass it."""
     if not closed.consts:
-        plan = plan_for(closed.jaxpr)
-        return lambda *bufs, sinks=None: plan.run(bufs, sinks)
+        return plan_for(closed.jaxpr), []
     entry = _closed_plans.get(closed)
     if entry is None:
         consts = [getattr(c, "_buf", c) for c in closed.consts]
         entry = _closed_plans[closed] = (Plan(convert_constvars_jaxpr(closed.jaxpr)), consts)
-    plan, consts = entry
+    return entry
+
+
+def prepared(closed):
+    """``run(*bufs, sinks=None)`` for a ClosedJaxpr whose consts are concrete: its plan (and
+    const buffers) found once, for a loop that runs the same body at every step."""
+    plan, consts = _plan_and_consts(closed)
     return lambda *bufs, sinks=None: plan.run(consts + list(bufs), sinks)
 
 
 def evaluate(closed, *bufs, sinks=None):
     """Run a ClosedJaxpr (whose consts are concrete) on NumPy buffers."""
-    return prepared(closed)(*bufs, sinks=sinks)
+    plan, consts = _plan_and_consts(closed)
+    return plan.run(consts + list(bufs) if consts else bufs, sinks)
