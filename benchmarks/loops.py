@@ -4,6 +4,10 @@ rounds, with the NumPy floor (the same computation hand-written) where it is che
 
     python benchmarks/loops.py [--repeat 5] [--only ode,rnn,gru,mlp]
 
+remat runs twice: with the native loop tier off (``python``: generated-Python plans) and on
+(``native``: hot loops of tiny arrays compiled with numba; timed after their kernels are
+ready). The first-call column is remat's first call (no native code yet).
+
 Workloads: Lorenz-96 (N=40, RK4, 2,000 steps); a tanh RNN and a GRU (T=1,000, B=32, H=128,
 I=64); 200 jitted SGD steps of an MLP 784-512-512-10 (batch 128). Each scan workload also runs
 with its body checkpointed (``checkpoint`` column).
@@ -123,13 +127,25 @@ def _block(out):
         getattr(leaf, "block_until_ready", lambda: None)()
 
 
+def _tier(fn, native):
+    """``fn`` run with remat's native loop tier on or off."""
+    import remat
+
+    def run(*args):
+        with remat.config.override("remat_native_loops", native):
+            return fn(*args)
+    return run
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", default=",".join(WORKLOADS))
     args = parser.parse_args(argv)
+    from remat.exec import native
+
     found = systems()
-    cases = []  # (label, system, fn, args)
+    cases = []  # (label, system, fn, args, first call seconds)
     for key in args.only.split(","):
         title, make = WORKLOADS[key]
         variants = [("", {})] if key == "mlp" else [("", {}), (" checkpoint", {
@@ -137,10 +153,17 @@ def main(argv=None):
         for suffix, kw in variants:
             for name, (lib, jnp) in found.items():
                 fn, fn_args = make(lib, jnp, **kw)
-                start = time.perf_counter()
-                _block(fn(*fn_args))  # first call: traces and compiles
-                first = time.perf_counter() - start
-                cases.append((title + suffix, name, fn, fn_args, first))
+                tiers = [(name, fn)] if name != "remat" else \
+                    [("remat", _tier(fn, False)), ("native", _tier(fn, True))]
+                for system, run in tiers:
+                    start = time.perf_counter()
+                    _block(run(*fn_args))  # first call: traces and compiles (not natively)
+                    first = time.perf_counter() - start
+                    if system == "native":  # warm: every hot loop's kernel compiled
+                        with native.eager():
+                            _block(run(*fn_args))
+                        native.wait()
+                    cases.append((title + suffix, system, run, fn_args, first))
     times = {(c[0], c[1]): [] for c in cases}
     for _ in range(args.repeat):  # interleaved rounds
         for label, name, fn, fn_args, _ in cases:
@@ -148,17 +171,20 @@ def main(argv=None):
             _block(fn(*fn_args))
             times[(label, name)].append(time.perf_counter() - start)
     first = {(c[0], c[1]): c[4] for c in cases}
-    header = f"{'workload':42s} {'remat ms':>9s} {'jax ms':>8s} {'ratio':>6s} " \
-             f"{'1st remat s':>11s} {'1st jax s':>9s}"
+    ms = {key: statistics.median(t) * 1e3 for key, t in times.items()}
+    has_jax = "jax" in found
+    header = f"{'workload':38s} {'python ms':>9s} {'native ms':>9s}" + (
+        f" {'jax ms':>7s} {'py/jax':>7s} {'nat/jax':>7s} {'1st s':>6s} {'1st jax':>7s}"
+        if has_jax else "")
     print(header)
     print("-" * len(header))
     for label in dict.fromkeys(c[0] for c in cases):
-        ours = statistics.median(times[(label, "remat")]) * 1e3
-        line = f"{label:42s} {ours:9.1f}"
-        if (label, "jax") in times:
-            theirs = statistics.median(times[(label, "jax")]) * 1e3
-            line += f" {theirs:8.1f} {ours / theirs:6.2f} {first[(label, 'remat')]:11.2f} " \
-                    f"{first[(label, 'jax')]:9.2f}"
+        py, nat = ms[(label, "remat")], ms[(label, "native")]
+        line = f"{label:38s} {py:9.1f} {nat:9.1f}"
+        if has_jax:
+            jx = ms[(label, "jax")]
+            line += f" {jx:7.1f} {py / jx:7.2f} {nat / jx:7.2f} {first[(label, 'remat')]:6.2f}" \
+                    f" {first[(label, 'jax')]:7.2f}"
         print(line)
 
 

@@ -5,6 +5,7 @@ from remat.config import config
 from remat import core, dtypes, tree_util, memory
 from remat.array import Array, live_arrays
 from remat import lax
+from remat.exec import loops as _exec_loops  # the executor's impls of scan, while, cond
 from remat import numpy
 from remat.api import (
     block_until_ready,

@@ -69,6 +69,9 @@ class Config:
         # JAX 0.11's new checkpoint (data policies, custom_remat): remat's only implementation,
         # so the flag is accepted either way and changes nothing
         "remat3": ("JAX_REMAT3", True),
+        # loops of tiny arrays compiled with numba once hot (remat.exec.native); no effect
+        # without numba installed
+        "remat_native_loops": ("REMAT_NATIVE_LOOPS", True),
         # the most traces one jitted (or checkpointed) function keeps, least recently used
         # evicted first: JAX's bound on its trace caches
         "trace_cache_size": ("JAX_TRACE_CACHE_SIZE", 4096),

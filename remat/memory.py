@@ -7,6 +7,7 @@ views lives. ``live_bytes()`` and the high-water mark ``peak_bytes()`` are there
 for everything remat allocates.
 """
 
+import contextlib
 import math
 import os
 
@@ -66,6 +67,19 @@ def holders(buf):
     """How many holders the memory of ``buf`` has (0 when untracked)."""
     entry = _owners.get(id(buf if buf.base is None else _owner(buf)))
     return 0 if entry is None else entry[0]
+
+
+@contextlib.contextmanager
+def held(nbytes):
+    """``nbytes`` counted live inside: work whose buffers remat does not hold one by one (a
+    native loop's iteration), accounted once at its modelled peak."""
+    global _live, _peak
+    _live += nbytes
+    _peak = max(_peak, _live)
+    try:
+        yield
+    finally:
+        _live -= nbytes
 
 
 def live_bytes():

@@ -13,15 +13,13 @@ every buffer is freed; so its peak is what ``remat.memory`` measures when the pl
 import math
 from typing import Any, NamedTuple, Protocol
 
-import numpy as np
-
 from remat import core, exec
 from remat.api_util import ShapeDtypeStruct
-from remat.core import ClosedJaxpr, Jaxpr, Literal
+from remat.core import ClosedJaxpr, Literal
 from remat.devices import SHARDING
 from remat.exec.fusion import FusedStep
+from remat.exec.peaks import nbytes, plan_peaks, slot_avals, sub_jaxprs
 from remat.exec.steps import elementwise_impls
-from remat.interpreters.partial_eval import convert_constvars_jaxpr
 from remat.tree_util import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["ArgInfo", "Compiled", "CompiledMemoryStats", "CompilerOptions", "Lowered",
@@ -189,7 +187,7 @@ class Compiled(_Stage):
     def as_text(self):
         """The plan: the jaxpr it runs and its steps (fused runs, in-place writes, frees)."""
         plan = self._plan
-        avals = _slot_avals(plan)
+        avals = slot_avals(plan)
         lines = [core.pp_jaxpr(plan.jaxpr), f"plan: {len(plan.steps)} steps, "
                  f"{plan.num_slots} buffers"]
         for i, step in enumerate(plan.steps):
@@ -241,157 +239,10 @@ class CompiledMemoryStats:
         return f"CompiledMemoryStats({fields})"
 
 
-# Primitives whose impl returns its operand(s) (output i is input i): no new buffer.
-_IDENTITIES = frozenset({"optimization_barrier", "stop_gradient", "name"})
-# Primitives whose impl returns a NumPy view of its first operand: no new buffer. Those that
-# keep the layout give a contiguous view of a contiguous operand (reshape copies otherwise).
-_LAYOUT_VIEWS = frozenset({"reshape", "squeeze", "expand_dims"})
-_STRIDED_VIEWS = frozenset({"transpose", "broadcast_in_dim", "slice", "rev"})
-
-
-def _nbytes(aval):
-    return math.prod(aval.shape) * aval.dtype.itemsize
-
-
-def _sub_jaxprs(params):
-    for value in params.values():
-        items = value if isinstance(value, (tuple, list)) else (value,)
-        for item in items:
-            if isinstance(item, ClosedJaxpr):
-                yield convert_constvars_jaxpr(item.jaxpr)
-            elif isinstance(item, Jaxpr):
-                yield convert_constvars_jaxpr(item)
-
-
-def _slot_avals(plan):
-    """The aval of every slot: the plan's steps (fused runs expanded) follow its jaxpr's
-    equations one to one."""
-    avals = dict(zip(plan.in_slots, plan.jaxpr.in_avals))
-    members = [m for s in plan.steps for m in (s.members if type(s) is FusedStep else [s])]
-    for step, eqn in zip(members, plan.jaxpr.eqns):
-        for slot, v in zip(step.outs, eqn.outvars):
-            avals[slot] = v.aval
-    return avals
-
-
-class _Buffers:
-    """The executor's accounting replayed on avals: buffers held by slots (views share their
-    base's buffer), counted while any slot holds them; the caller's inputs cost nothing."""
-
-    def __init__(self, plan, avals):
-        self.avals = avals
-        self.buffer = {}  # slot -> buffer id
-        self.holders = {}  # buffer id -> number of slots holding it
-        self.size = {}  # buffer id -> bytes (0 for the caller's buffers)
-        self.is_base = {}  # slot -> it holds its buffer itself, not a view of it
-        self.contiguous = {}  # slot -> its array is C-contiguous
-        self.live = 0
-        for slot in plan.in_slots:
-            if slot not in self.buffer:
-                self._hold(slot, ("in", slot), 0, base=True, contiguous=True)
-
-    def _hold(self, slot, buf, size, base, contiguous):
-        if buf not in self.holders:
-            self.holders[buf], self.size[buf] = 0, size
-            self.live += size
-        self.holders[buf] += 1
-        self.buffer[slot], self.is_base[slot], self.contiguous[slot] = buf, base, contiguous
-
-    def allocate(self, slot):
-        self._hold(slot, ("out", slot), _nbytes(self.avals[slot]), True, True)
-
-    def view(self, slot, of, contiguous):
-        self._hold(slot, self.buffer[of], 0, False, contiguous)
-
-    def literal_view(self, slot, size):
-        self._hold(slot, ("literal", slot), size, False, False)
-
-    def external(self, slot):
-        """A value the run does not own (a literal returned as is)."""
-        self._hold(slot, ("in", slot), 0, True, True)
-
-    def alias(self, slot, of):
-        self._hold(slot, self.buffer[of], 0, self.is_base[of], self.contiguous[of])
-
-    def takeover(self, slot, donor):
-        """The output written into ``donor``'s buffer, when the executor may (the run owns
-        it, nothing else views it): True if it did."""
-        buf = self.buffer.get(donor)
-        if buf is None or buf[0] != "out" or self.holders[buf] != 1 or not self.is_base[donor]:
-            return False
-        del self.buffer[donor]
-        self.holders[buf] = 0
-        self.live -= self.size[buf]
-        del self.holders[buf]
-        self._hold(slot, buf, self.size[buf], True, True)
-        return True
-
-    def free(self, slot):
-        buf = self.buffer.pop(slot, None)
-        if buf is None:
-            return
-        self.holders[buf] -= 1
-        if self.holders[buf] == 0:
-            self.live -= self.size[buf]
-            del self.holders[buf]
-
-
-def _step_outputs(buffers, step):
-    name = step.primitive.name
-    if name in _IDENTITIES:
-        for out, src in zip(step.outs, step.ins):
-            if type(src) is int:
-                buffers.alias(out, src)
-            else:
-                buffers.external(out)
-        return
-    src = step.ins[0] if step.ins else None
-    if name in _STRIDED_VIEWS or name in _LAYOUT_VIEWS:
-        if type(src) is not int:  # a view of a literal: the literal's bytes, now tracked
-            buffers.literal_view(step.outs[0], np.asarray(src[1]).nbytes)
-            return
-        if name != "reshape" or buffers.contiguous[src]:
-            buffers.view(step.outs[0], src, name in _LAYOUT_VIEWS)
-            return
-    if step.donor is not None and step.default_impl() and \
-            buffers.takeover(step.outs[0], step.donor):
-        return
-    for out in step.outs:
-        buffers.allocate(out)
-
-
-def plan_peaks(plan):
-    """``(peak bytes the run allocates, peak of those less the run's outputs, bytes of the
-    outputs that are the caller's own buffers)`` of one run of ``plan``."""
-    avals = _slot_avals(plan)
-    buffers = _Buffers(plan, avals)
-    out_slots = {a for a in plan.out_atoms if type(a) is int}
-    peak = temp = 0
-    for step in plan.steps:
-        transient = 0
-        if type(step) is FusedStep:
-            for slot, _, donors in step.outputs:
-                if not (donors and buffers.takeover(slot, donors[0])):
-                    buffers.allocate(slot)
-        else:
-            transient = max((plan_peaks(exec.plan_for(j))[0] for j in _sub_jaxprs(step.params)),
-                            default=0)
-            _step_outputs(buffers, step)
-        held_outputs = sum(buffers.size[b] for b in {buffers.buffer[s] for s in out_slots
-                                                     if s in buffers.buffer})
-        peak = max(peak, buffers.live + transient)
-        temp = max(temp, buffers.live + transient - held_outputs)
-        for slot in step.frees:
-            buffers.free(slot)
-    alias = sum(_nbytes(avals[a]) for a in plan.out_atoms
-                if type(a) is int and buffers.buffer.get(a, ("out",))[0] == "in")
-    return peak, temp, alias
-
-
 def _memory_analysis(plan, staged):
     peak, temp, alias = plan_peaks(plan)
-    arguments = sum(_nbytes(a) for a in plan.jaxpr.in_avals)
-    outputs = sum(_nbytes(a) for a in plan.jaxpr.out_avals)
+    arguments = sum(nbytes(a) for a in plan.jaxpr.in_avals)
+    outputs = sum(nbytes(a) for a in plan.jaxpr.out_avals)
     return CompiledMemoryStats(argument_size_in_bytes=arguments, output_size_in_bytes=outputs,
                                alias_size_in_bytes=alias, temp_size_in_bytes=temp,
                                peak_memory_in_bytes=arguments + peak)
@@ -435,7 +286,7 @@ def _jaxpr_cost(jaxpr):
     flops = transcendentals = accessed = 0
     for eqn in jaxpr.eqns:
         f, t = _eqn_flops(eqn)
-        inner = [_jaxpr_cost(j) for j in _sub_jaxprs(eqn.params)]
+        inner = [_jaxpr_cost(j) for j in sub_jaxprs(eqn.params)]
         if inner:
             times = eqn.params.get("length", 1) if eqn.primitive.name == "scan" else 1
             pick = max if eqn.primitive.name == "cond" else sum
@@ -443,8 +294,8 @@ def _jaxpr_cost(jaxpr):
             t += times * pick(c[1] for c in inner)
             accessed += times * pick(c[2] for c in inner)
         flops, transcendentals = flops + f, transcendentals + t
-        accessed += sum(_nbytes(v.aval) for v in eqn.invars if type(v) is not Literal)
-        accessed += sum(_nbytes(v.aval) for v in eqn.outvars)
+        accessed += sum(nbytes(v.aval) for v in eqn.invars if type(v) is not Literal)
+        accessed += sum(nbytes(v.aval) for v in eqn.outvars)
     return flops, transcendentals, accessed
 
 
@@ -458,6 +309,6 @@ def _cost_analysis(jaxpr):
     read = {v for e in jaxpr.eqns for v in e.invars if type(v) is not Literal}
     read.update(v for v in jaxpr.outvars if type(v) is not Literal)
     for i, v in enumerate(jaxpr.invars):
-        cost[f"bytes accessed{i}{{}}"] = float(_nbytes(v.aval) if v in read else 0)
-    cost["bytes accessedout{}"] = float(sum(_nbytes(a) for a in jaxpr.out_avals))
+        cost[f"bytes accessed{i}{{}}"] = float(nbytes(v.aval) if v in read else 0)
+    cost["bytes accessedout{}"] = float(sum(nbytes(a) for a in jaxpr.out_avals))
     return cost

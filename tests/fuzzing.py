@@ -28,7 +28,8 @@ import types
 
 import numpy as np
 
-from remat.exec import interpreted
+from remat.config import config
+from remat.exec import interpreted, native
 
 SHAPES = ((3,), (2, 3), (), (3, 2))
 NAMES = ("a", "b", "c")
@@ -676,6 +677,25 @@ def assert_same(program, what, got, want, rtol, atol):
         if not np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
             raise Disagreement(f"{what}: output {k} differs (max abs diff "
                                f"{np.max(np.abs(g - w)):.3g})\n{g}\nvs\n{w}\n{program!r}")
+
+
+def has_loop(program):
+    """The program runs a scan or a fori loop (what the native loop tier compiles)."""
+    def walk(body):
+        return any(stmt[0] == "scan" or (stmt[0] in ("call", "scan") and walk(stmt[4]))
+                   or (stmt[0] == "cond" and any(walk(b) for b, _ in stmt[3:]))
+                   for stmt in body)
+    return walk(program.body) or any(w[0] in ("scan", "fori") for w in program.wrappers)
+
+
+def check_native(program, remat_ns):
+    """The native loop tier (every loop of the program compiled) agrees with the Python tier."""
+    args = inputs(program)
+    with config.override("remat_native_loops", False):
+        want = _run(program, remat_ns, Flags(), args)
+    with config.override("remat_native_loops", True), native.eager():
+        got = _run(program, remat_ns, Flags(), args)
+    assert_same(program, "native vs Python loops", got, want, 1e-9, 1e-12)
 
 
 def check_program(program, remat_ns, jax_ns=None):

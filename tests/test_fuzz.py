@@ -59,6 +59,15 @@ def test_remat_agrees_with_jax(namespaces, data):
     fuzzing.check_program(program, *namespaces)
 
 
+@settings(SLICE, max_examples=40)
+@given(st.data())
+def test_native_loops_agree_with_python_loops(namespaces, data):
+    pytest.importorskip("numba")
+    program = fuzzing.draw_program(fuzzing.HypothesisChooser(data))
+    if fuzzing.has_loop(program):  # (about one program in three; each compiles its loops)
+        fuzzing.check_native(program, namespaces[0])
+
+
 # Programs the fuzzer found wrong, shrunk (each also checked against JAX where installed).
 REGRESSIONS = [
     # a scan in a checkpoint saving everything, whose carry the body makes unknown (it closes

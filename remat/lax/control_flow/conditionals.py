@@ -4,7 +4,7 @@ rules."""
 
 import numpy as np
 
-from remat import core, exec, lax
+from remat import core, lax
 from remat.api_util import fun_name
 from remat.call import recompute_whole_rule
 from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Primitive, Var
@@ -33,17 +33,12 @@ cond_p = Primitive("cond")
 cond_p.multiple_results = True
 
 
-def _cond_impl(index, *ops, branches):
-    return exec.evaluate(branches[int(index)], *ops)
-
-
 def _cond_abstract_eval(index, *ops, branches):
     if index.shape or index.dtype.kind not in "iu":
         raise TypeError(f"cond index must be an integer scalar, got {index.str_short()}")
     return branches[0].out_avals
 
 
-cond_p.def_impl(_cond_impl)
 cond_p.def_abstract_eval(_cond_abstract_eval)
 
 

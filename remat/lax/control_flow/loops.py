@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from remat import core, dtypes, exec, lax, memory
+from remat import core, dtypes, lax
 from remat.api_util import arg_names
 from remat.call import recompute_whole_rule
 from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Primitive, Var
@@ -20,7 +20,6 @@ from remat.lax.control_flow.common import (
     _with_extra_invars,
     _zeros,
 )
-from remat.offload import host_empty, offload_p
 from remat.tree_util import (
     tree_flatten,
     tree_structure,
@@ -31,47 +30,6 @@ from remat.tree_util import (
 
 scan_p = Primitive("scan")
 scan_p.multiple_results = True
-
-
-def _scan_impl(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
-    consts = list(args[:num_consts])
-    carry = list(args[num_consts:num_consts + num_carry])
-    xs = args[num_consts + num_carry:]
-    y_avals = jaxpr.out_avals[num_carry:]
-    ys = [(host_empty if off else np.empty)((length,) + a.shape, a.dtype)
-          for a, off in zip(y_avals, _offloaded_outputs(jaxpr)[num_carry:])]
-    for y in ys:
-        memory.track(y)
-    owned_carry = False
-    body = exec.prepared(jaxpr)
-    with exec.session():  # one for the loop: each step's plan nests in it
-        for i in (range(length - 1, -1, -1) if reverse else range(length)):
-            # each iteration writes its ys straight into their stacked buffers
-            sinks = [None] * num_carry + [buf[i, ...] for buf in ys]
-            outs = body(*consts, *carry, *[x[i] for x in xs], sinks=sinks)
-            if owned_carry:
-                for c in carry:
-                    memory.untrack(c)
-            carry = [np.asarray(c) for c in outs[:num_carry]]
-            for c in carry:
-                memory.track(c)
-            owned_carry = True
-            for sink, y in zip(sinks[num_carry:], outs[num_carry:]):
-                if y is not sink:  # outputs that are inputs or literals are not sunk
-                    sink[...] = y
-    if owned_carry:
-        for c in carry:
-            memory.untrack(c)
-    for y in ys:
-        memory.untrack(y)
-    return carry + ys
-
-
-@core.memoize_on_jaxpr
-def _offloaded_outputs(closed):
-    """Which outputs of a body are offloaded residuals: their stacks live in host memory."""
-    producers = {v: e.primitive for e in closed.jaxpr.eqns for v in e.outvars}
-    return [producers.get(v) is offload_p for v in closed.jaxpr.outvars]
 
 
 def _scan_abstract_eval(*avals, jaxpr, num_consts, num_carry, length, reverse, unroll):
@@ -98,7 +56,6 @@ def _check_scan_operands(avals, jaxpr, num_consts, num_carry, length):
                             f"length={length}) takes {b.dtype}{list(want)}")
 
 
-scan_p.def_impl(_scan_impl)
 scan_p.def_abstract_eval(_scan_abstract_eval)
 
 
@@ -527,30 +484,10 @@ while_p = Primitive("while")
 while_p.multiple_results = True
 
 
-def _while_impl(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
-    cconsts = args[:cond_nconsts]
-    bconsts = args[cond_nconsts:cond_nconsts + body_nconsts]
-    carry = list(args[cond_nconsts + body_nconsts:])
-    owned = False
-    while exec.evaluate(cond_jaxpr, *cconsts, *carry)[0]:
-        new = [np.asarray(c) for c in exec.evaluate(body_jaxpr, *bconsts, *carry)]
-        for c in new:
-            memory.track(c)
-        if owned:
-            for c in carry:
-                memory.untrack(c)
-        carry, owned = new, True
-    if owned:
-        for c in carry:
-            memory.untrack(c)
-    return carry
-
-
 def _while_abstract_eval(*avals, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     return body_jaxpr.out_avals
 
 
-while_p.def_impl(_while_impl)
 while_p.def_abstract_eval(_while_abstract_eval)
 
 

@@ -1,0 +1,467 @@
+"""The native loop tier: a ``scan`` or ``while_loop`` whose body works on tiny arrays runs as
+one numba-compiled function, the loop inside it, so an iteration costs machine code instead
+of one Python dispatch per primitive.
+
+A loop becomes native only once it is *hot* (its loops have spent ``HOT_SECONDS`` on the
+generated-Python path) and every equation of its body has a rule (``native_rules``) on
+dtypes numba computes exactly. The kernel compiles on a background thread while the Python
+path keeps running, and is used from the next call on; a kernel that fails to compile leaves
+its loop on the Python path for good. Kernels are written as source files under the cache
+directory (``REMAT_CACHE_DIR``, default ``~/.cache/remat``), named by a hash of their source,
+numba's version and the kernels module, and compiled with numba's on-disk cache: a new
+process loads a loop's machine code in a fraction of a second.
+
+The flag ``remat_native_loops`` (environment ``REMAT_NATIVE_LOOPS=0|1``; default on) turns the
+tier off; without numba installed it is off.
+"""
+
+import contextlib
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+import threading
+import weakref
+from pathlib import Path
+
+import numpy as np
+
+from remat.config import config
+from remat.core import Literal
+from remat.exec import python_kernels
+from remat.exec.native_rules import EXPRESSIONS, NATIVE_DTYPES, rules, shape_src
+from remat.exec.passes import inline_calls, optimize_jaxpr
+from remat.interpreters.partial_eval import convert_constvars_jaxpr
+
+try:
+    import numba
+except ImportError:  # the tier is off without numba
+    numba = None
+
+MAX_ELEMENTS = 1 << 16  # the largest value of a native body (larger work runs the executor)
+HOT_SECONDS = float(os.environ.get("REMAT_NATIVE_HOT_SECONDS", "0.25"))
+CACHE_DIR = Path(os.environ.get("REMAT_CACHE_DIR", Path.home() / ".cache" / "remat")) / "native"
+
+
+class _Unsupported(Exception):
+    """The body has an equation the native tier cannot write."""
+
+
+# --- writing a kernel ------------------------------------------------------------------------
+
+
+class _Kernel:
+    """The source of one kernel function being written."""
+
+    def __init__(self):
+        self.lines = []
+        self.indent = 1
+        self.count = 0
+
+    def fresh(self):
+        self.count += 1
+        return f"t{self.count}"
+
+    def line(self, text):
+        self.lines.append("    " * self.indent + text)
+
+    def bind(self, expr):
+        name = self.fresh()
+        self.line(f"{name} = {expr}")
+        return name
+
+    @staticmethod
+    def dtype(dtype):
+        dtype = np.dtype(dtype)
+        return "np.bool_" if dtype == np.bool_ else f"np.{dtype.name}"
+
+    def const(self, value, dtype):
+        dtype = np.dtype(dtype)
+        if dtype == np.bool_:
+            return "True" if value else "False"
+        if dtype.kind == "f":
+            v = float(value)
+            text = "np.nan" if math.isnan(v) else ("np.inf" if v > 0 else "-np.inf") \
+                if math.isinf(v) else repr(v)
+            return f"{self.dtype(dtype)}({text})"
+        return f"{self.dtype(dtype)}({int(value)})"
+
+    def body(self, jaxpr, ins):
+        """Write ``jaxpr``'s equations on the operand sources ``ins``; its outputs' sources.
+
+        Two rewrites keep tiny-array work from allocating at every equation: a single-use
+        elementwise result stays an expression inside its consumer's, and a zero ``pad``
+        whose only use is an ``add`` becomes a slice-add into the other operand (the
+        transpose of ``slice``, e.g. of ``roll``, no longer builds padded copies)."""
+        jaxpr = inline_calls(jaxpr)  # (nested bodies: the top level comes optimized)
+        env = dict(zip(jaxpr.invars, ins))
+        uses, consumer = {}, {}
+        for eqn in jaxpr.eqns:
+            for v in eqn.invars:
+                if type(v) is not Literal:
+                    uses[v] = uses.get(v, 0) + 1
+                    consumer[v] = eqn
+        for v in jaxpr.outvars:
+            if type(v) is not Literal:
+                uses[v] = uses.get(v, 0) + 2  # never inlined nor updated in place
+        fresh = set()  # vars holding a new array no other var sees
+        pads = {}  # var -> (source, index) of a deferred zero pad
+
+        def read(v):
+            if type(v) is Literal:
+                if v.aval.shape:
+                    raise _Unsupported("an array literal")
+                return self.const(np.asarray(v.val)[()], v.aval.dtype)
+            if v in pads:  # a pad some other use needs after all: materialize it
+                src, index = pads.pop(v)
+                env[v] = self.bind(f"np.zeros({v.aval.shape}, {self.dtype(v.aval.dtype)})")
+                self.line(f"{env[v]}{index} = {src}")
+            return env[v]
+
+        for eqn in jaxpr.eqns:
+            name = eqn.primitive.name
+            rule = rules.get(name) or self.control_flow.get(name)
+            if rule is None:
+                raise _Unsupported(name)
+            for v in (*eqn.invars, *eqn.outvars):
+                if v.aval.dtype not in NATIVE_DTYPES or math.prod(v.aval.shape) > MAX_ELEMENTS:
+                    raise _Unsupported(f"{name} on {v.aval.str_short()}")
+            out = eqn.outvars[0]
+            if name == "pad" and uses.get(out) == 1 and consumer[out].primitive.name == "add" \
+                    and _zero_pad(eqn):
+                pads[out] = (read(eqn.invars[0]), _pad_index(eqn))
+                continue
+            if name == "add" and any(v in pads for v in eqn.invars) and out.aval.shape:
+                base = next((v for v in eqn.invars if v not in pads), None)
+                if base is None:
+                    acc = self.bind(f"np.zeros({out.aval.shape}, {self.dtype(out.aval.dtype)})")
+                elif base in fresh and uses[base] == 1:
+                    acc = env[base] if env[base].isidentifier() else self.bind(env[base])
+                else:
+                    acc = self.bind(f"{read(base)} + {self.const(0, out.aval.dtype)}")
+                for v in eqn.invars:
+                    if v in pads:
+                        src, index = pads.pop(v)
+                        self.line(f"{acc}{index} += {src}")
+                env[out] = acc
+                fresh.add(out)
+                continue
+            srcs = rule(self, eqn, [read(v) for v in eqn.invars])
+            if name in self.control_flow:  # (results already bound to names)
+                env.update(zip(eqn.outvars, srcs))
+                continue
+            if srcs is None:
+                raise _Unsupported(f"{name} with these operands")
+            for v, src in zip(eqn.outvars, srcs):
+                if name in EXPRESSIONS and v.aval.shape:
+                    fresh.add(v)
+                    if uses.get(v) == 1:
+                        env[v] = f"({src})" if not src.startswith("(") else src
+                        continue
+                env[v] = self.bind(src if v.aval.shape else f"{self.dtype(v.aval.dtype)}({src})")
+        return [read(v) for v in jaxpr.outvars]
+
+    def loop(self, jaxpr, consts, carry, xs, length, reverse):
+        """A scan written inline: ``(carry names, stacked ys names)`` after it."""
+        num_carry = len(carry)
+        carry_names = [self.bind(c) for c in carry]
+        ys = [self.bind(f"np.empty({shape_src((length,) + v.aval.shape)}, "
+                        f"{self.dtype(v.aval.dtype)})") for v in jaxpr.outvars[num_carry:]]
+        it, i = self.fresh(), self.fresh()
+        self.line(f"for {it} in range({length}):")
+        self.indent += 1
+        self.line(f"{i} = {length - 1} - {it}" if reverse else f"{i} = {it}")
+        outs = self.body(jaxpr, list(consts) + carry_names + [self.bind(f"{x}[{i}]") for x in xs])
+        for y, src in zip(ys, outs[num_carry:]):
+            self.line(f"{y}[{i}] = {src}")
+        self.carry(carry_names, outs[:num_carry], [v.aval for v in jaxpr.outvars[:num_carry]])
+        self.indent -= 1
+        return carry_names, ys
+
+    def _scan(self, eqn, ins):
+        p = eqn.params
+        if p["jaxpr"].consts:
+            raise _Unsupported("a scan body with constants")
+        k, c = p["num_consts"], p["num_carry"]
+        carry, ys = self.loop(p["jaxpr"].jaxpr, ins[:k], ins[k:k + c], ins[k + c:], p["length"],
+                              p["reverse"])
+        return carry + ys
+
+    def _while(self, eqn, ins):
+        p = eqn.params
+        cond, body = p["cond_jaxpr"], p["body_jaxpr"]
+        if cond.consts or body.consts:
+            raise _Unsupported("a while loop with constants")
+        nc, nb = p["cond_nconsts"], p["body_nconsts"]
+        carry = [self.bind(c) for c in ins[nc + nb:]]
+        self.line("while True:")
+        self.indent += 1
+        (pred,) = self.body(cond.jaxpr, ins[:nc] + carry)
+        self.line(f"if not {pred}:")
+        self.line("    break")
+        self.carry(carry, self.body(body.jaxpr, ins[nc:nc + nb] + carry),
+                   [v.aval for v in body.jaxpr.outvars])
+        self.indent -= 1
+        return carry
+
+    def _cond(self, eqn, ins):
+        branches = eqn.params["branches"]
+        if any(b.consts for b in branches):
+            raise _Unsupported("a cond branch with constants")
+        outs = [self.fresh() for _ in eqn.outvars]
+        index = ins[0]
+        for k, branch in enumerate(branches):
+            last = k == len(branches) - 1
+            self.line("else:" if last else f"{'if' if k == 0 else 'elif'} {index} == {k}:")
+            self.indent += 1
+            srcs = self.body(branch.jaxpr, ins[1:])
+            for o, src, v in zip(outs, srcs, eqn.outvars):
+                self.line(f"{o} = {src}" if v.aval.shape else
+                          f"{o} = {self.dtype(v.aval.dtype)}({src})")
+            if not outs:
+                self.line("pass")
+            self.indent -= 1
+        return outs
+
+    def _call(self, eqn, ins):
+        closed = eqn.params["call_jaxpr"]
+        if closed.consts:
+            raise _Unsupported(f"a {eqn.primitive.name} with constants")
+        return self.body(closed.jaxpr, ins)
+
+    control_flow = {"scan": _scan, "while": _while, "cond": _cond, "custom_jvp_call": _call,
+                    "custom_vjp_call": _call, "custom_remat_call": _call}
+
+    def carry(self, names, outs, avals):
+        """Rebind the carries to the iteration's results (all at once: one may be another's)."""
+        if names:
+            srcs = [o if a.shape else f"{self.dtype(a.dtype)}({o})" for o, a in zip(outs, avals)]
+            self.line(f"{', '.join(names)}, = {', '.join(srcs)},")
+
+    def source(self, params):
+        """The kernel function's source (``_k``: the helpers, ``np``: NumPy)."""
+        return "\n".join([f"def kernel({', '.join(params)}):"] + self.lines) + "\n"
+
+
+_NATIVE_HEADER = """import numpy as np
+from numba import njit
+from remat.exec import native_kernels as _k
+
+
+@njit(cache=True, nogil=True)
+"""
+
+
+def _python_kernel(source):
+    """The kernel as ordinary Python on NumPy (the helpers in ``python_kernels``)."""
+    namespace = {"np": np, "_k": python_kernels}
+    exec(compile(source, f"<remat loop {_cache_key(source)}>", "exec"), namespace)
+    return namespace["kernel"]
+
+
+def _check_operands(*jaxprs):
+    """A kernel's operands and results have types it computes on (no float0, no big arrays)."""
+    for jaxpr in jaxprs:
+        for v in (*jaxpr.invars, *jaxpr.outvars):
+            if v.aval.dtype not in NATIVE_DTYPES or math.prod(v.aval.shape) > MAX_ELEMENTS:
+                raise _Unsupported(f"an operand of type {v.aval.str_short()}")
+
+
+def _scan_source(jaxpr, num_consts, num_carry, reverse):
+    """``kernel(length, *consts, *carry, *xs, *ys) -> carry``: the scan, ys written in place."""
+    _check_operands(jaxpr)
+    num_xs = len(jaxpr.invars) - num_consts - num_carry
+    num_ys = len(jaxpr.outvars) - num_carry
+    k = _Kernel()
+    consts = [f"k{i}" for i in range(num_consts)]
+    carry = [f"c{i}" for i in range(num_carry)]
+    xs = [f"xs{i}" for i in range(num_xs)]
+    ys = [f"ys{i}" for i in range(num_ys)]
+    k.line("for it in range(length):")
+    k.indent += 1
+    k.line("i = length - 1 - it" if reverse else "i = it")
+    outs = k.body(jaxpr, consts + carry + [k.bind(f"{x}[i]") for x in xs])
+    for y, src in zip(ys, outs[num_carry:]):
+        k.line(f"{y}[i] = {src}")
+    k.carry(carry, outs[:num_carry], [v.aval for v in jaxpr.outvars[:num_carry]])
+    k.indent -= 1
+    k.line(f"return ({''.join(c + ', ' for c in carry)})")
+    return k.source(["length"] + consts + carry + xs + ys)
+
+
+def _while_source(cond, body, cond_nconsts, body_nconsts):
+    """``kernel(*cond_consts, *body_consts, *carry) -> carry``."""
+    _check_operands(cond, body)
+    k = _Kernel()
+    cconsts = [f"a{i}" for i in range(cond_nconsts)]
+    bconsts = [f"b{i}" for i in range(body_nconsts)]
+    carry = [f"c{i}" for i in range(len(body.outvars))]
+    k.line("while True:")
+    k.indent += 1
+    (pred,) = k.body(cond, cconsts + carry)
+    k.line(f"if not {pred}:")
+    k.line("    break")
+    k.carry(carry, k.body(body, bconsts + carry), [v.aval for v in body.outvars])
+    k.indent -= 1
+    k.line(f"return ({''.join(c + ', ' for c in carry)})")
+    return k.source(cconsts + bconsts + carry)
+
+
+def _zero_pad(eqn):
+    """A pad by zeros on both sides, no interior padding (a slice's transpose)."""
+    pad_value = eqn.invars[1]
+    return type(pad_value) is Literal and np.asarray(pad_value.val)[()] == 0 and all(
+        lo >= 0 and hi >= 0 and not interior for lo, hi, interior in eqn.params["padding_config"])
+
+
+def _pad_index(eqn):
+    shape = eqn.invars[0].aval.shape
+    return "[" + ", ".join(f"{lo}:{lo + n}" for n, (lo, _, _) in
+                           zip(shape, eqn.params["padding_config"])) + "]"
+
+
+# --- compiling and caching -------------------------------------------------------------------
+
+
+# what a cached kernel's machine code depends on besides its source: a change to the helpers
+# it calls, to numba or to Python makes every kernel compile afresh
+_KERNELS_DIGEST = hashlib.sha256(Path(__file__).with_name("native_kernels.py").read_bytes()
+                                 + sys.version.encode()).hexdigest()
+
+
+def _cache_key(source):
+    version = numba.__version__ if numba is not None else ""
+    digest = hashlib.sha256(f"{source}\0{_KERNELS_DIGEST}\0{version}".encode())
+    return digest.hexdigest()[:24]
+
+
+def _load(source):
+    """The kernel dispatcher of ``source``, from its (content-named) file in the cache."""
+    key = _cache_key(source)
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    path = CACHE_DIR / f"remat_loop_{key}.py"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(_NATIVE_HEADER + source)
+        os.replace(tmp, path)  # atomic: concurrent processes write the same content
+    name = f"remat_native_loop_{key}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # numba's cache finds the kernel's globals through it
+    spec.loader.exec_module(module)
+    return module.kernel
+
+
+def canonical(arg):
+    """An operand as kernels take it: rank-0 values as NumPy scalars, arrays C-contiguous (so
+    a kernel's argument types never change between calls)."""
+    arg = np.asarray(arg)
+    return arg[()] if not arg.shape else np.ascontiguousarray(arg)
+
+
+class Loop:
+    """One loop body's kernels: the Python one from the start, time spent in it, then the
+    native one."""
+
+    __slots__ = ("source", "python", "spent", "kernel", "state", "error", "thread",
+                 "__weakref__")
+
+    def __init__(self, source, error=None):
+        self.source = source
+        self.python = _python_kernel(source) if source is not None else None
+        self.spent = 0.0
+        self.kernel = None
+        self.state = "cold" if source is not None else "unsupported"
+        self.error = error  # why it is not native (unsupported, or numba's failure)
+        self.thread = None
+
+    def observe(self, seconds, args):
+        """The Python tier ran for ``seconds`` on ``args``: start compiling once hot."""
+        if self.state != "cold" or not enabled():
+            return
+        self.spent += seconds
+        if self.spent >= HOT_SECONDS:
+            self.state = "compiling"
+            try:
+                types = tuple(numba.typeof(a) for a in args)
+            except ValueError as e:  # (an operand type numba does not have)
+                self.error, self.state = e.with_traceback(None), "failed"
+                return
+            if _synchronous:
+                self._compile(types)
+            else:
+                self.thread = threading.Thread(target=self._compile, args=(types,),
+                                               name="remat-native-compile", daemon=True)
+                _pending.add(self)
+                self.thread.start()
+
+    def _compile(self, types):
+        try:
+            kernel = _load(self.source)
+            kernel.compile(types)
+            kernel.disable_compile()  # a call with other types must not compile in line
+            self.kernel, self.state = kernel, "ready"
+        except Exception as e:  # numba could not type it: the Python kernel stays
+            self.error, self.state = e.with_traceback(None), "failed"
+        finally:
+            _pending.discard(self)
+
+    def ready(self):
+        return self.kernel if self.state == "ready" and enabled() else None
+
+
+_pending = weakref.WeakSet()
+_loops = weakref.WeakKeyDictionary()  # body jaxpr -> {static params: Loop}
+_synchronous = False
+
+
+def enabled():
+    return numba is not None and config.remat_native_loops
+
+
+def _loop(jaxpr, key, write):
+    table = _loops.setdefault(jaxpr, {})
+    loop = table.get(key)
+    if loop is None:
+        source = error = None
+        try:
+            source = write()
+        except _Unsupported as e:
+            error = e.with_traceback(None)  # (its frames would keep the body's consts alive)
+        loop = table[key] = Loop(source, error)
+    return loop
+
+
+def scan_loop(closed, num_consts, num_carry, reverse):
+    """The native state of a scan over ``closed`` (its consts lead the kernel's operands)."""
+    return _loop(closed, ("scan", num_consts, num_carry, reverse), lambda: _scan_source(
+        optimize_jaxpr(convert_constvars_jaxpr(closed.jaxpr)),
+        len(closed.consts) + num_consts, num_carry, reverse))
+
+
+def while_loop(cond, body, cond_nconsts, body_nconsts):
+    """The native state of a while loop (keyed on its body; its cond is part of the key)."""
+    return _loop(body, ("while", cond, cond_nconsts, body_nconsts), lambda: _while_source(
+        optimize_jaxpr(convert_constvars_jaxpr(cond.jaxpr)),
+        optimize_jaxpr(convert_constvars_jaxpr(body.jaxpr)),
+        len(cond.consts) + cond_nconsts, len(body.consts) + body_nconsts))
+
+
+def wait():
+    """Block until every kernel being compiled is ready (or has failed)."""
+    for loop in list(_pending):
+        if loop.thread is not None:
+            loop.thread.join()
+
+
+@contextlib.contextmanager
+def eager():
+    """Inside, a loop with a native form compiles at its first run, before it returns (tests)."""
+    global _synchronous, HOT_SECONDS
+    saved = _synchronous, HOT_SECONDS
+    _synchronous, HOT_SECONDS = True, 0.0
+    try:
+        yield
+    finally:
+        _synchronous, HOT_SECONDS = saved

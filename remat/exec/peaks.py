@@ -1,0 +1,159 @@
+"""The executor's memory accounting replayed on avals: the peak bytes one run of a plan
+allocates, decided step by step exactly as ``Plan.run`` holds and frees buffers (views share
+their base's buffer, in-place steps take over their donor's). ``Compiled.memory_analysis`` and
+loops that run outside the executor's buffers (the native tier) account with it."""
+
+import math
+
+import numpy as np
+
+from remat.core import ClosedJaxpr, Jaxpr
+from remat.exec.fusion import FusedStep
+from remat.exec.plan import plan_for
+from remat.interpreters.partial_eval import convert_constvars_jaxpr
+
+# Primitives whose impl returns its operand(s) (output i is input i): no new buffer.
+_IDENTITIES = frozenset({"optimization_barrier", "stop_gradient", "name"})
+# Primitives whose impl returns a NumPy view of its first operand: no new buffer. Those that
+# keep the layout give a contiguous view of a contiguous operand (reshape copies otherwise).
+_LAYOUT_VIEWS = frozenset({"reshape", "squeeze", "expand_dims"})
+_STRIDED_VIEWS = frozenset({"transpose", "broadcast_in_dim", "slice", "rev"})
+
+
+def nbytes(aval):
+    return math.prod(aval.shape) * aval.dtype.itemsize
+
+
+def sub_jaxprs(params):
+    for value in params.values():
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        for item in items:
+            if isinstance(item, ClosedJaxpr):
+                yield convert_constvars_jaxpr(item.jaxpr)
+            elif isinstance(item, Jaxpr):
+                yield convert_constvars_jaxpr(item)
+
+
+def slot_avals(plan):
+    """The aval of every slot: the plan's steps (fused runs expanded) follow its jaxpr's
+    equations one to one."""
+    avals = dict(zip(plan.in_slots, plan.jaxpr.in_avals))
+    members = [m for s in plan.steps for m in (s.members if type(s) is FusedStep else [s])]
+    for step, eqn in zip(members, plan.jaxpr.eqns):
+        for slot, v in zip(step.outs, eqn.outvars):
+            avals[slot] = v.aval
+    return avals
+
+
+class _Buffers:
+    """The executor's accounting replayed on avals: buffers held by slots (views share their
+    base's buffer), counted while any slot holds them; the caller's inputs cost nothing."""
+
+    def __init__(self, plan, avals):
+        self.avals = avals
+        self.buffer = {}  # slot -> buffer id
+        self.holders = {}  # buffer id -> number of slots holding it
+        self.size = {}  # buffer id -> bytes (0 for the caller's buffers)
+        self.is_base = {}  # slot -> it holds its buffer itself, not a view of it
+        self.contiguous = {}  # slot -> its array is C-contiguous
+        self.live = 0
+        for slot in plan.in_slots:
+            if slot not in self.buffer:
+                self._hold(slot, ("in", slot), 0, base=True, contiguous=True)
+
+    def _hold(self, slot, buf, size, base, contiguous):
+        if buf not in self.holders:
+            self.holders[buf], self.size[buf] = 0, size
+            self.live += size
+        self.holders[buf] += 1
+        self.buffer[slot], self.is_base[slot], self.contiguous[slot] = buf, base, contiguous
+
+    def allocate(self, slot):
+        self._hold(slot, ("out", slot), nbytes(self.avals[slot]), True, True)
+
+    def view(self, slot, of, contiguous):
+        self._hold(slot, self.buffer[of], 0, False, contiguous)
+
+    def literal_view(self, slot, size):
+        self._hold(slot, ("literal", slot), size, False, False)
+
+    def external(self, slot):
+        """A value the run does not own (a literal returned as is)."""
+        self._hold(slot, ("in", slot), 0, True, True)
+
+    def alias(self, slot, of):
+        self._hold(slot, self.buffer[of], 0, self.is_base[of], self.contiguous[of])
+
+    def takeover(self, slot, donor):
+        """The output written into ``donor``'s buffer, when the executor may (the run owns
+        it, nothing else views it): True if it did."""
+        buf = self.buffer.get(donor)
+        if buf is None or buf[0] != "out" or self.holders[buf] != 1 or not self.is_base[donor]:
+            return False
+        del self.buffer[donor]
+        self.holders[buf] = 0
+        self.live -= self.size[buf]
+        del self.holders[buf]
+        self._hold(slot, buf, self.size[buf], True, True)
+        return True
+
+    def free(self, slot):
+        buf = self.buffer.pop(slot, None)
+        if buf is None:
+            return
+        self.holders[buf] -= 1
+        if self.holders[buf] == 0:
+            self.live -= self.size[buf]
+            del self.holders[buf]
+
+
+def _step_outputs(buffers, step):
+    name = step.primitive.name
+    if name in _IDENTITIES:
+        for out, src in zip(step.outs, step.ins):
+            if type(src) is int:
+                buffers.alias(out, src)
+            else:
+                buffers.external(out)
+        return
+    src = step.ins[0] if step.ins else None
+    if name in _STRIDED_VIEWS or name in _LAYOUT_VIEWS:
+        if type(src) is not int:  # a view of a literal: the literal's bytes, now tracked
+            buffers.literal_view(step.outs[0], np.asarray(src[1]).nbytes)
+            return
+        if name != "reshape" or buffers.contiguous[src]:
+            buffers.view(step.outs[0], src, name in _LAYOUT_VIEWS)
+            return
+    if step.donor is not None and step.default_impl() and \
+            buffers.takeover(step.outs[0], step.donor):
+        return
+    for out in step.outs:
+        buffers.allocate(out)
+
+
+def plan_peaks(plan):
+    """``(peak bytes the run allocates, peak of those less the run's outputs, bytes of the
+    outputs that are the caller's own buffers)`` of one run of ``plan``."""
+    avals = slot_avals(plan)
+    buffers = _Buffers(plan, avals)
+    out_slots = {a for a in plan.out_atoms if type(a) is int}
+    peak = temp = 0
+    for step in plan.steps:
+        transient = 0
+        if type(step) is FusedStep:
+            for slot, _, donors in step.outputs:
+                if not (donors and buffers.takeover(slot, donors[0])):
+                    buffers.allocate(slot)
+        else:
+            transient = max((plan_peaks(plan_for(j))[0] for j in sub_jaxprs(step.params)),
+                            default=0)
+            _step_outputs(buffers, step)
+        held_outputs = sum(buffers.size[b] for b in {buffers.buffer[s] for s in out_slots
+                                                     if s in buffers.buffer})
+        peak = max(peak, buffers.live + transient)
+        temp = max(temp, buffers.live + transient - held_outputs)
+        for slot in step.frees:
+            buffers.free(slot)
+    alias = sum(nbytes(avals[a]) for a in plan.out_atoms
+                if type(a) is int and buffers.buffer.get(a, ("out",))[0] == "in")
+    return peak, temp, alias
