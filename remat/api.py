@@ -293,17 +293,40 @@ def _check_grad_input(x, argnum, allow_int):
                         f"Integer-valued inputs, set allow_int to True.")
 
 
-def _check_scalar_output(out, name):
+def _check_scalar_output(out, name, holomorphic=False):
     aval = core.get_aval(out)
     if aval.shape != ():
         raise TypeError(f"Gradient only defined for scalar-output functions. Output had shape: "
                         f"{aval.shape}.")
-    if dtypes.kind(aval.dtype) != "f":
+    _check_output_dtype(name, out, holomorphic)
+
+
+def _check_holomorphic_input(name, x):
+    """With ``holomorphic=True`` every differentiated input must be complex (as JAX)."""
+    dtype = core.get_aval(x).dtype
+    if dtypes.kind(dtype) != "c":
+        raise TypeError(f"{name} with holomorphic=True requires inputs with complex dtype, but "
+                        f"got {dtype.name}.")
+
+
+def _check_output_dtype(name, out, holomorphic):
+    """Reverse mode starts from a real cotangent, or a complex one when ``holomorphic``: the
+    outputs of ``grad``/``jacrev`` must be real, or complex when ``holomorphic=True``."""
+    dtype = core.get_aval(out).dtype
+    if holomorphic:
+        if dtypes.kind(dtype) != "c":
+            raise TypeError(f"{name} with holomorphic=True requires outputs with complex "
+                            f"dtype, but got {dtype.name}.")
+    elif dtypes.kind(dtype) == "c":
         raise TypeError(f"{name} requires real-valued outputs (output dtype that is a sub-dtype "
-                        f"of np.floating), but got {aval.dtype.name}. For holomorphic "
+                        f"of np.floating), but got {dtype.name}. For holomorphic "
                         f"differentiation, pass holomorphic=True. For differentiation of "
                         f"non-holomorphic functions involving complex outputs, use jax.vjp "
                         f"directly.")
+    elif dtypes.kind(dtype) != "f":
+        raise TypeError(f"{name} requires real-valued outputs (output dtype that is a sub-dtype "
+                        f"of np.floating), but got {dtype.name}. For differentiation of "
+                        f"functions with integer outputs, use jax.vjp directly.")
 
 
 def _with_args_at(fun, args, kwargs, nums):
@@ -334,11 +357,13 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
         diff_args = tuple(args[i] for i in nums)
         for i in nums:
             for leaf in tree_flatten(args[i])[0]:
+                if holomorphic:
+                    _check_holomorphic_input("grad", leaf)
                 _check_grad_input(leaf, i, allow_int)
 
         fun_of_diff = _with_args_at(fun, args, kwargs, nums)
         out, pullback, aux = _vjp(fun_of_diff, diff_args, has_aux)
-        _check_scalar_output(out, "grad")
+        _check_scalar_output(out, "grad", holomorphic)
         from remat import lax
 
         ct = lax.full_like(out, 1.0)
@@ -392,10 +417,15 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
         diff = tuple(args[i] for i in nums)
         flat, tree = tree_flatten(diff)
         avals = [core.get_aval(x) for x in flat]
-        for a in avals:
-            if dtypes.kind(a.dtype) not in "fc":
-                raise TypeError(f"jacfwd requires real- or complex-valued inputs (input dtype "
-                                f"that is a sub-dtype of np.inexact), but got {a.dtype.name}.")
+        for x, a in zip(flat, avals):
+            if holomorphic:
+                _check_holomorphic_input("jacfwd", x)
+            elif dtypes.kind(a.dtype) != "f":
+                raise TypeError(f"jacfwd requires real-valued inputs (input dtype that is a "
+                                f"sub-dtype of np.floating), but got {a.dtype.name}. For "
+                                f"holomorphic differentiation, pass holomorphic=True. For "
+                                f"differentiation of non-holomorphic functions involving "
+                                f"complex inputs or integer inputs, use jax.jvp directly.")
         dtype = np.result_type(*[a.dtype for a in avals])
 
         f_of_diff = _with_args_at(fun, args, kwargs, nums)
@@ -406,6 +436,11 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
             return jvp(f_of_diff, diff, t_tree, has_aux=has_aux)
 
         res = vmap(push, out_axes=-1)(*basis)
+        if holomorphic:
+            for o in tree_flatten(res[1])[0]:
+                if dtypes.kind(core.get_aval(o).dtype) != "c":
+                    raise TypeError(f"jacfwd with holomorphic=True requires outputs with "
+                                    f"complex dtype, but got {core.get_aval(o).dtype.name}.")
         out_tangents = res[1]
         jac = tree_map(lambda t: _unflatten_jac_axis(t, avals, tree, total), out_tangents)
         jac = jac if not isinstance(argnums, int) else tree_map(lambda j: j[0], jac,
@@ -442,10 +477,15 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
 
         nums = normalize_argnums(argnums, len(args), f"jacrev of {fun_name(fun)}", "argnums")
         diff = tuple(args[i] for i in nums)
+        if holomorphic:
+            for leaf in tree_flatten(diff)[0]:
+                _check_holomorphic_input("jacrev", leaf)
 
         f_of_diff = _with_args_at(fun, args, kwargs, nums)
         out, pullback, aux = _vjp(f_of_diff, diff, has_aux)
         flat_out, out_tree = tree_flatten(out)
+        for o in flat_out:
+            _check_output_dtype("jacrev", o, holomorphic)
         avals = [core.get_aval(o) for o in flat_out]
         dtype = np.result_type(*[a.dtype for a in avals])
         basis, total = _std_basis(avals, dtype)
@@ -476,7 +516,7 @@ def _split_leading(c, out_avals, out_tree):
 
 def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
     """The Hessian: ``jacfwd(jacrev(fun))``."""
-    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+    return jacfwd(jacrev(fun, argnums, has_aux, holomorphic), argnums, has_aux, holomorphic)
 
 
 # --- vmap ------------------------------------------------------------------------------------

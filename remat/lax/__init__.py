@@ -2,6 +2,7 @@
 
 from remat.lax.shape import *
 from remat.lax.elementwise import *
+from remat.lax.complex_parts import *
 from remat.lax.identity import *
 from remat.lax.reductions import *
 from remat.lax.dot import *

@@ -324,8 +324,9 @@ def _dot_transpose_operand(ct, x_aval, y, dimension_numbers, precision,
     unsorted_axes = tuple(x_batch) + x_kept + x_contract_sorted_by_y
     out = _bind_dot(ct, y, dims, precision, preferred_element_type)
     out = lax.transpose(out, tuple(int(i) for i in np.argsort(unsorted_axes)))
-    if core.get_aval(out).dtype != x_aval.dtype:
-        out = lax.convert_element_type(out, x_aval.dtype, x_aval.weak_type)
+    if core.get_aval(out).dtype != x_aval.dtype:  # a real operand's cotangent: the real part
+        out = lax.convert_element_type_p.bind(out, new_dtype=x_aval.dtype,
+                                              weak_type=x_aval.weak_type)
     return out
 
 

@@ -7,6 +7,7 @@ operands broadcast against the others (so ``x * 2.0`` stages as ``mul a 2.0:f32[
 
 import enum
 import operator
+import warnings
 
 import numpy as np
 
@@ -123,6 +124,7 @@ __all__ = [
     "polygamma",
     "polygamma_p",
     "pow",
+    "reciprocal",
     "pow_p",
     "rem",
     "rem_p",
@@ -320,12 +322,32 @@ batching.defvectorized(integer_pow_p)
 polygamma_p = _binop("polygamma", special.polygamma, FLOAT)
 
 
+def _abs_jvp(g, ans, x):
+    """``g`` or ``-g`` by the sign of a real ``x`` (``g`` at 0, as JAX); for a complex ``x``
+    the real part of ``g conj(x) / |x|`` (0 at 0)."""
+    if core.get_aval(x).dtype.kind != "c":
+        return lax.select(lax.ge(x, lax.full_like(x, 0)), g, neg(g))
+    mag = convert_element_type_p.bind(ans, new_dtype=core.get_aval(x).dtype,
+                                      weak_type=core.get_aval(x).weak_type)
+    safe = lax.select(lax.eq(mag, lax.full_like(mag, 0)), lax.full_like(mag, 1), mag)
+    return lax.real(mul(g, div(lax.conj(x), safe)))
+
+
+def _acosh_jvp(g, x):
+    """``g / sqrt(x^2 - 1)`` for real ``x`` (as JAX); for complex ``x`` the derivative of the
+    principal branch, ``g / (sqrt(x - 1) sqrt(x + 1))`` (``1 / sqrt(x^2 - 1)``, JAX's rule,
+    has the wrong sign where ``Re(x) < 0``)."""
+    if core.get_aval(x).dtype.kind == "c":
+        return mul(g, mul(lax.rsqrt(sub(x, 1.0)), lax.rsqrt(add(x, 1.0))))
+    return mul(g, lax.rsqrt(mul(sub(x, 1.0), add(x, 1.0))))
+
+
 def _unary_jvps():
     ad.deflinear(neg_p, lambda ct: [neg(ct)])
     for p in (sign_p, floor_p, ceil_p, round_p, is_finite_p, not_p):
         ad.defjvp_zero(p)
     ad.defjvp2(exp_p, lambda g, ans, x: mul(g, ans))
-    ad.defjvp2(exp2_p, lambda g, ans, x: mul(g, mul(ans, np.log(2.0))))
+    ad.defjvp2(exp2_p, lambda g, ans, x: mul(g, mul(ans, float(np.log(2.0)))))
     ad.defjvp(log_p, lambda g, x: div(g, x))
     ad.defjvp(log1p_p, lambda g, x: div(g, add(x, 1.0)))
     ad.defjvp2(expm1_p, lambda g, ans, x: mul(g, add(ans, 1.0)))
@@ -340,12 +362,12 @@ def _unary_jvps():
     ad.defjvp(sinh_p, lambda g, x: mul(g, lax.cosh(x)))
     ad.defjvp(cosh_p, lambda g, x: mul(g, lax.sinh(x)))
     ad.defjvp(asinh_p, lambda g, x: mul(g, lax.rsqrt(add(lax.square(x), 1.0))))
-    ad.defjvp(acosh_p, lambda g, x: mul(g, lax.rsqrt(mul(sub(x, 1.0), add(x, 1.0)))))
+    ad.defjvp(acosh_p, _acosh_jvp)
     ad.defjvp(atanh_p, lambda g, x: div(g, sub(1.0, lax.square(x))))
     ad.defjvp2(sqrt_p, lambda g, ans, x: div(g, mul(ans, 2.0)))
     ad.defjvp2(rsqrt_p, lambda g, ans, x: mul(g, mul(div(ans, x), -0.5)))
     ad.defjvp2(cbrt_p, lambda g, ans, x: mul(g, div(ans, mul(x, 3.0))))
-    ad.defjvp(abs_p, lambda g, x: mul(g, lax.sign(x)))
+    ad.defjvp2(abs_p, _abs_jvp)
     ad.defjvp(erf_p, lambda g, x: mul(g, mul(2.0 / np.sqrt(np.pi),
                                              lax.exp(neg(lax.square(x))))))
     ad.defjvp(erfc_p, lambda g, x: mul(g, mul(-2.0 / np.sqrt(np.pi),
@@ -624,7 +646,7 @@ def _clamp_rules():
 def _convert_impl(x, new_dtype, weak_type):
     new_dtype = np.dtype(new_dtype)
     if x.dtype.kind == "c" and new_dtype.kind != "c":
-        x = x.astype(x.real.dtype)  # drops the imaginary part with NumPy's ComplexWarning
+        x = x.real  # the real part (the lax function warns about the discarded imaginary part)
     if new_dtype.kind in "iu" and x.dtype.kind == "f":
         # JAX saturates and maps NaN to 0; NumPy's out-of-range casts are undefined
         info = np.iinfo(new_dtype)
@@ -722,6 +744,11 @@ def integer_pow(x, y):
     return integer_pow_p.bind(x, y=y)
 
 
+def reciprocal(x):
+    """``1 / x``, staged as ``integer_pow`` with exponent -1 (as JAX's)."""
+    return integer_pow(x, -1)
+
+
 def select_n(which, *cases):
     """``cases[which]`` elementwise; ``which`` is boolean (2 cases) or integer."""
     return select_n_p.bind(which, *cases)
@@ -739,8 +766,12 @@ def clamp(min, x, max):
 
 
 def convert_element_type(operand, new_dtype, weak_type=False):
-    """``operand`` cast to ``new_dtype``; concrete operands are converted eagerly."""
+    """``operand`` cast to ``new_dtype``; concrete operands are converted eagerly. A complex
+    operand cast to a real dtype keeps its real part, with JAX's ComplexWarning."""
     new_dtype = dtypes.canonicalize_dtype(new_dtype)
+    if dtypes.kind(new_dtype) != "c" and dtypes.kind(core.get_aval(operand).dtype) == "c":
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      np.exceptions.ComplexWarning, stacklevel=2)
     if not isinstance(operand, core.Tracer) and not hasattr(operand, "_buf"):
         # Python scalars and NumPy constants are converted now, not staged (as in JAX);
         # a Python int is taken at full width (2**32 - 1 fits a uint32, not an int32)

@@ -256,28 +256,60 @@ def _eig_impl(x, *, compute_left_eigenvectors, compute_right_eigenvectors, enabl
 eig_p = standard_primitive("eig", _eig_impl, _eig_abstract_eval, multiple_results=True)
 
 
+def _eig_vec_jvp(w, v, da):
+    """Nondegenerate perturbation theory (Giles, sec. 3.1), as JAX: ``P = V^-1 dA V``,
+    ``dw = diag(P)``, ``U = V (F o P)`` with ``F[i, j] = 1 / (w[j] - w[i])`` off the diagonal.
+    ``dv_j = u_j + c_j v_j`` where LAPACK's normalisation (unit 2-norm, the largest-magnitude
+    component real) fixes ``c_j = -Re(v_j^H u_j) - i Im(u_kj) / v_kj``, ``k`` the row of the
+    largest ``|v_ij|``."""
+    shape, nd = shape_of(v), ndim_of(v)
+    eye = eye_like(v)
+    fmat = lax.sub(lax.integer_pow(lax.add(eye, lax.sub(as_rows(w, shape), as_cols(w, shape))),
+                                   -1), eye)
+    lu_, _, perm = lu(v)
+    p = matmul(lu_solve(lu_, perm, da), v)
+    u = matmul(v, lax.mul(fmat, p))
+    k = lax.argmax(lax.abs(v), nd - 2, np.int32)
+    rows = lax.broadcasted_iota(np.int32, shape, nd - 2)
+    mask = convert(lax.eq(rows, as_rows(k, shape)), dtype_of(v))
+    v_dot_u = lax.reduce_sum(lax.mul(conj(v), u), (nd - 2,))
+    u_k = lax.reduce_sum(lax.mul(mask, u), (nd - 2,))
+    v_k = lax.reduce_sum(lax.mul(mask, v), (nd - 2,))
+    c = lax.complex(lax.neg(real(v_dot_u)), lax.neg(lax.div(lax.imag(u_k), real(v_k))))
+    return diagonal(p), lax.add(u, lax.mul(v, as_rows(c, shape)))
+
+
 def _eig_jvp(primals, tangents, *, compute_left_eigenvectors, compute_right_eigenvectors,
              enable_eigvec_derivs, implementation):
-    """Eigenvalues only: ``dw = diag(V^-1 dA V)``. Eigenvector derivatives need complex
-    arithmetic (``conj``/``real``/``imag``) that remat's elementwise primitives lack."""
+    """Eigenvalues: ``dw = diag(V^-1 dA V)``; eigenvectors (opted in with
+    ``enable_eigvec_derivs``) by ``_eig_vec_jvp``, the left ones as the right eigenvectors of
+    ``A^H`` (eigenvalues ``conj(w)``)."""
     (a,), (da,) = primals, tangents
-    if compute_left_eigenvectors or compute_right_eigenvectors:
-        if not enable_eigvec_derivs:
-            raise NotImplementedError(
-                "Derivatives of non-symmetric eigenvectors are only valid under assumptions on "
-                "the input that remat cannot check (see the enable_eigvec_derivs argument to "
-                "remat.lax.linalg.eig). Pass enable_eigvec_derivs=True to opt in.")
+    left, right = compute_left_eigenvectors, compute_right_eigenvectors
+    if (left or right) and not enable_eigvec_derivs:
         raise NotImplementedError(
-            "Derivatives of non-symmetric eigenvectors need the complex elementwise primitives "
-            "(conj, real, imag, complex), which remat.lax does not have yet; only eigenvalues "
-            "(compute_left_eigenvectors=compute_right_eigenvectors=False) are differentiable.")
-    w, vr = eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True,
-                       enable_eigvec_derivs=enable_eigvec_derivs, implementation=implementation)
+            "Derivatives of non-symmetric eigenvectors are only valid under assumptions on "
+            "the input that remat cannot check (see the enable_eigvec_derivs argument to "
+            "remat.lax.linalg.eig). Pass enable_eigvec_derivs=True to opt in.")
+    outs = eig_p.bind(a, compute_left_eigenvectors=left, compute_right_eigenvectors=True,
+                      enable_eigvec_derivs=enable_eigvec_derivs, implementation=implementation)
+    w, vr = outs[0], outs[-1]
     da = convert(ad.instantiate_zeros(da), dtype_of(vr))
-    lu_, _, perm = lu(vr)
-    vinv_da = lu_solve(lu_, perm, da)
-    dw = lax.reduce_sum(lax.mul(vinv_da, mT(vr)), (ndim_of(vr) - 1,))
-    return [w], [dw]
+    if not (left or right):
+        lu_, _, perm = lu(vr)
+        vinv_da = lu_solve(lu_, perm, da)
+        dw = lax.reduce_sum(lax.mul(vinv_da, mT(vr)), (ndim_of(vr) - 1,))
+        return [w], [dw]
+    dw, dvr = _eig_vec_jvp(w, vr, da)
+    primal_out, tangent_out = [w], [dw]
+    if left:
+        _, dvl = _eig_vec_jvp(conj(w), outs[1], mH(da))
+        primal_out.append(outs[1])
+        tangent_out.append(dvl)
+    if right:
+        primal_out.append(vr)
+        tangent_out.append(dvr)
+    return primal_out, tangent_out
 
 
 ad.primitive_jvps[eig_p] = _eig_jvp

@@ -251,6 +251,9 @@ def _argminmax_abstract_eval(name):
         (axis,) = axes
         if not 0 <= axis < x.ndim:
             raise ValueError(f"Invalid axis {axis} for operand shape {x.shape}")
+        if x.dtype.kind == "c":  # JAX's comparisons have no order for complex values
+            raise TypeError(f"{name} does not accept dtype {x.dtype.name}. Accepted dtypes "
+                            f"are subtypes of integer, floating, bool.")
         if x.shape[axis] < 1:
             raise ValueError(f"argmin and argmax require non-empty reduced dimension. "
                              f"operand.shape={x.shape} axis={axis}")

@@ -4,7 +4,7 @@ operators skip the promotion machinery when their operands already agree.
 
 Also the floating-point decompositions ``frexp ldexp modf spacing`` (exact, composed from
 powers of two since remat.lax has no bitcast), ``gcd lcm`` (Euclid in a ``while_loop``),
-``i0`` (Cephes' Chebyshev series) and ``angle iscomplex isreal`` (real inputs).
+``i0`` (Cephes' Chebyshev series), and the complex parts ``real imag conj angle``.
 """
 
 import builtins
@@ -87,16 +87,25 @@ asin, acos, atan = arcsin, arccos, arctan
 asinh, acosh, atanh = arcsinh, arccosh, arctanh
 
 
+def _log_base(x, base):
+    """``log(x) / log(base)``; a complex ``log(x)`` has each part divided by the real
+    ``log(base)`` (a complex division would turn ``log(0) = -inf + 0j`` into ``-inf + nanj``)."""
+    if _dtype(x).kind == "c":
+        out = lax.log(x)
+        re, im = lax.real(out), lax.imag(out)
+        denom = lax.log(_const(re, base))
+        return lax.complex(lax.div(re, denom), lax.div(im, denom))
+    return lax.div(lax.log(x), lax.log(_const(x, base)))
+
+
 def log2(x, /):
     """Base-2 logarithm."""
-    x = _inexact_arg("log2", x)
-    return lax.div(lax.log(x), lax.log(_const(x, 2)))
+    return _log_base(_inexact_arg("log2", x), 2)
 
 
 def log10(x, /):
     """Base-10 logarithm."""
-    x = _inexact_arg("log10", x)
-    return lax.div(lax.log(x), lax.log(_const(x, 10)))
+    return _log_base(_inexact_arg("log10", x), 10)
 
 
 def deg2rad(x, /):
@@ -178,10 +187,13 @@ ceil.__doc__ = "Smallest integer not below ``x`` (integers are returned as they 
 
 
 def rint(x, /):
-    """Round to the nearest integer, halves to even (integers compute in float)."""
+    """Round to the nearest integer, halves to even (integers compute in float; complex
+    values round each part)."""
     x = _one_arg("rint", x)
     if not dtypes.is_inexact(_dtype(x)):
         return _convert(x, dtypes.default_float_dtype())
+    if _dtype(x).kind == "c":
+        return lax.complex(lax.round(lax.real(x), 1), lax.round(lax.imag(x), 1))
     return lax.round(x, 1)
 
 
@@ -199,10 +211,13 @@ def fix(x, out=None):
 
 
 def round(a, decimals=0, out=None):
-    """Round to ``decimals`` decimals, halves to even (as NumPy)."""
+    """Round to ``decimals`` decimals, halves to even (as NumPy; complex values round each
+    part)."""
     a = _one_arg("round", a)
     decimals = _static_int(decimals, "decimals")
     d = _dtype(a)
+    if d.kind == "c":
+        return lax.complex(round(lax.real(a), decimals), round(lax.imag(a), decimals))
     if d == dtypes.bool_:
         raise ValueError(f"data type {d.type} not inexact")
     if not dtypes.is_inexact(d):
@@ -423,6 +438,9 @@ def fmin(x1, x2):
 def hypot(x1, x2, /):
     """``sqrt(x1**2 + x2**2)`` without overflow or underflow in the squares."""
     x1, x2 = _promote_args_inexact("hypot", x1, x2)
+    if _dtype(x1).kind == "c":
+        raise ValueError("jnp.hypot is not well defined for complex-valued inputs. Please "
+                         "convert to real values first, such as by using abs(x)")
     x1, x2 = _bcast_pair(lax.abs(x1), lax.abs(x2))
     big, small = lax.max(x1, x2), lax.min(x1, x2)
     zero = _scalar_like(big, 0)
@@ -439,6 +457,8 @@ def logaddexp(x1, x2, /):
     x1, x2 = _promote_args_inexact("logaddexp", x1, x2)
     x1, x2 = _bcast_pair(x1, x2)
     amax = lax.max(x1, x2)
+    if _dtype(x1).kind == "c":
+        return _complex_logaddexp(x1, x2, amax, lax.exp, 1.0)
     delta = lax.sub(x1, x2)
     nan_delta = lax.ne(delta, delta)
     safe_delta = lax.select(nan_delta, lax.full_like(delta, 0), delta)
@@ -451,12 +471,27 @@ def logaddexp2(x1, x2, /):
     x1, x2 = _promote_args_inexact("logaddexp2", x1, x2)
     x1, x2 = _bcast_pair(x1, x2)
     amax = lax.max(x1, x2)
+    if _dtype(x1).kind == "c":
+        return _complex_logaddexp(x1, x2, amax, lax.exp2, 1 / np.log(2))
     delta = lax.sub(x1, x2)
     nan_delta = lax.ne(delta, delta)
     safe_delta = lax.select(nan_delta, lax.full_like(delta, 0), delta)
     tail = lax.log1p(lax.exp2(lax.neg(lax.abs(safe_delta))))
     out = lax.add(amax, lax.mul(_lax_const(amax, 1 / np.log(2)), tail))
     return lax.select(nan_delta, lax.add(x1, x2), out)
+
+
+def _complex_logaddexp(x1, x2, amax, exp_fn, scale):
+    """``amax + scale log1p(exp_fn(x1 + x2 - 2 amax))`` (``amax`` the lexicographic maximum),
+    its imaginary part wrapped into ``[-pi scale, pi scale]``, as JAX computes it."""
+    delta = lax.sub(lax.add(x1, x2), lax.mul(amax, _lax_const(amax, 2)))
+    out = lax.add(amax, lax.mul(_lax_const(amax, scale), lax.log1p(exp_fn(delta))))
+    im = lax.imag(out)
+    half = _lax_const(im, np.pi * scale)
+    wrapped = lax.rem(lax.add(im, half), lax.mul(half, _lax_const(im, 2)))
+    wrapped = lax.select(lax.lt(wrapped, _lax_const(im, 0)),
+                         lax.add(wrapped, lax.mul(half, _lax_const(im, 2))), wrapped)
+    return lax.complex(lax.real(out), lax.sub(wrapped, half))
 
 
 def copysign(x1, x2, /):
@@ -482,6 +517,11 @@ def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):  #
     if max is None:
         max = a_max  # noqa: A001
     _check_arraylike("clip", arr)
+    if any(v is not None and _dtype_and_weak(v)[0].kind == "c" for v in (arr, min, max)):
+        raise ValueError("Clip received a complex value either through the input or the "
+                         "min/max keywords. Complex values have no ordering and cannot be "
+                         "clipped. Please convert to a real value or array by taking the real "
+                         "or imaginary components via jax.numpy.real/imag respectively.")
     if min is not None:
         arr = maximum(min, arr)
     if max is not None:
@@ -508,10 +548,7 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 def conjugate(x, /):
     """Complex conjugate (the identity on real values)."""
     x = _one_arg("conjugate", x)
-    if _dtype(x).kind == "c":
-        raise TypeError("remat.lax has no complex conjugate primitive; conjugate supports "
-                        "real arrays only")
-    return x
+    return lax.conj(x) if _dtype(x).kind == "c" else x
 
 
 conj = conjugate
@@ -520,18 +557,13 @@ conj = conjugate
 def real(val, /):
     """The real part (the identity on real values)."""
     val = _one_arg("real", val)
-    if _dtype(val).kind == "c":
-        raise TypeError("remat.lax has no real-part primitive; real supports real arrays only")
-    return val
+    return lax.real(val) if _dtype(val).kind == "c" else val
 
 
 def imag(val, /):
     """The imaginary part (zeros for real values)."""
     val = _one_arg("imag", val)
-    if _dtype(val).kind == "c":
-        raise TypeError("remat.lax has no imaginary-part primitive; imag supports real "
-                        "arrays only")
-    return lax.full_like(val, 0)
+    return lax.imag(val) if _dtype(val).kind == "c" else lax.full_like(val, 0)
 
 
 def sinc(x, /):
@@ -562,7 +594,7 @@ def angle(z, deg=False):
     z = _arr(z)
     re, im = real(z), imag(z)
     d = _dtype(re)
-    if not dtypes.is_inexact(d) or z.ndim == 0:
+    if not dtypes.is_inexact(d) or (_dtype(z).kind != "c" and z.ndim == 0):
         d = dtypes.default_float_dtype()
         re, im = _convert(re, d), _convert(im, d)
     out = lax.atan2(im, re)
@@ -747,7 +779,7 @@ def i0(x):
     (x,) = _promote_args_inexact("i0", x)
     if _dtype(x).kind != "f":
         raise ValueError(f"Unsupported input type to jax.numpy.i0: {_dtype(x)}")
-    a = lax.abs(x)
+    a = lax.mul(x, lax.sign(x))  # |x| with slope 0 at 0 (lax.abs has slope 1 there, as JAX)
     eight = _lax_const(a, 8)
     small = lax.le(a, eight)
     a_small = lax.select(small, a, lax.full_like(a, 0))

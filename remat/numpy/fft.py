@@ -3,9 +3,7 @@
 
 As in JAX, ``n``/``s`` crop or zero-pad the input first, the transformed axes are moved last
 for the primitive, and ``norm`` (``"backward"``, ``"ortho"`` or ``"forward"``) scales the
-result. ``hfft``/``ihfft`` conjugate through the exact identities ``irfft(conj(a)) =
-flip(irfft(a))`` and ``conj(rfft(x)) = rfft(flip(x))`` (``flip``: ``k -> -k mod n``), so
-they need no complex ``conj``.
+result. ``hfft``/``ihfft`` conjugate the half spectrum (``lax.conj``), as JAX's.
 """
 
 import math
@@ -131,21 +129,13 @@ def irfft(a, n=None, axis=-1, norm=None):
     return _fft_core_1d("irfft", FftType.IRFFT, a, n, axis, norm)
 
 
-def _flip_indices(x, axis):
-    """``x`` indexed by ``k -> -k mod n`` along ``axis``."""
-    if x.shape[axis] <= 1:
-        return x
-    return jnp.roll(jnp.flip(x, axis=axis), 1, axis=axis)
-
-
 def hfft(a, n=None, axis=-1, norm=None):
     """The transform of a signal with Hermitian symmetry, given its half spectrum ``a``: a
     real signal of length ``n`` (default ``2 * (a.shape[axis] - 1)``)."""
     _axis_check_1d("hfft", axis)
-    arr = _ensure_arraylike("jax.numpy.fft.hfft", a)
-    nn = (arr.shape[axis] - 1) * 2 if n is None else n
-    out = _fft_core_1d("hfft", FftType.IRFFT, arr, n, axis, norm)  # irfft(conj(a)), flipped
-    return _flip_indices(out, axis) * nn
+    conj_a = jnp.conj(_ensure_arraylike("jax.numpy.fft.hfft", a))
+    nn = (conj_a.shape[axis] - 1) * 2 if n is None else n
+    return _fft_core_1d("hfft", FftType.IRFFT, conj_a, n, axis, norm) * nn
 
 
 def ihfft(a, n=None, axis=-1, norm=None):
@@ -154,15 +144,8 @@ def ihfft(a, n=None, axis=-1, norm=None):
     _axis_check_1d("ihfft", axis)
     arr = _ensure_arraylike("jax.numpy.fft.ihfft", a)
     nn = arr.shape[axis] if n is None else n
-    if n is not None:  # crop or zero-pad first, so the flip sees the length-n signal
-        index = [slice(None)] * arr.ndim
-        index[axis] = slice(n)
-        arr = arr[tuple(index)]
-        pad = [(0, 0)] * arr.ndim
-        pad[axis] = (0, n - arr.shape[axis])
-        arr = jnp.pad(arr, pad)
-    out = _fft_core_1d("ihfft", FftType.RFFT, _flip_indices(arr, axis), None, axis, norm)
-    return out * jnp.array(1 / nn, dtype=out.dtype)
+    out = _fft_core_1d("ihfft", FftType.RFFT, arr, n, axis, norm)
+    return jnp.conj(out) * jnp.array(1 / nn, dtype=out.dtype)
 
 
 def fft2(a, s=None, axes=(-2, -1), norm=None):

@@ -33,12 +33,19 @@ __all__ = [
 ]
 
 
+def _is_finite(x):
+    """``lax.is_finite``; a complex value is finite where both its parts are."""
+    if _dtype(x).kind == "c":
+        return lax.bitwise_and(lax.is_finite(lax.real(x)), lax.is_finite(lax.imag(x)))
+    return lax.is_finite(x)
+
+
 def isfinite(x, /):
     """Whether each element is finite (integers always are)."""
     x = _one_arg("isfinite", x)
     if not dtypes.is_inexact(_dtype(x)):
         return lax.full(_shape(x), True, dtypes.bool_)
-    return _weakly_bool(lax.is_finite(x), x)
+    return _weakly_bool(_is_finite(x), x)
 
 
 def isinf(x, /):
@@ -162,9 +169,10 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
         return _convert(lax.eq(*_bcast_pair(a, b)), dtypes.bool_)
     a, b = _convert(a, d), _convert(b, d)
     a, b = _bcast_pair(a, b)
-    rtol_, atol_ = lax.convert_element_type(rtol, d), lax.convert_element_type(atol, d)
+    tol_d = np.finfo(d).dtype if d.kind == "c" else d  # |a - b| of complex values is real
+    rtol_, atol_ = lax.convert_element_type(rtol, tol_d), lax.convert_element_type(atol, tol_d)
     close = lax.le(lax.abs(lax.sub(a, b)), lax.add(atol_, lax.mul(rtol_, lax.abs(b))))
-    finite = lax.bitwise_and(lax.is_finite(a), lax.is_finite(b))
+    finite = lax.bitwise_and(_is_finite(a), _is_finite(b))
     both_inf = lax.eq(a, b)
     out = lax.select(finite, close, both_inf)
     if equal_nan:

@@ -205,11 +205,19 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     a = _arr(a)
     axes = _reduction_axes(axis, a.ndim)
     result_dtype = _canon(dtype) if dtype is not None else _to_inexact_dtype(_dtype(a))
+    if _dtype(a).kind == "c" and result_dtype.kind != "c":
+        raise ValueError("jax.numpy.var does not yet support real dtype parameters when "
+                         "computing the variance of an array of complex values.")
     compute = _upcast_f16(_to_inexact_dtype(result_dtype))
     x = _convert(a, compute)
     centered = lax.sub(x, broadcast_to(mean(x, axis=axes, keepdims=True, where=where),
                                        _shape(x)))
-    sq = lax.square(centered)
+    if compute.kind == "c":  # |x - mean|^2, real: the variance of complex values is real
+        sq = lax.real(lax.mul(centered, lax.conj(centered)))
+        compute = _dtype(sq)
+        result_dtype = compute if dtype is None else result_dtype
+    else:
+        sq = lax.square(centered)
     total = sum(sq, axis=axes, keepdims=keepdims, where=where)
     count = _count(a, axes, where, keepdims, compute)
     ddof_ = ddof if hasattr(ddof, "aval") else lax.full((), ddof, compute)
@@ -449,6 +457,9 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     _check_arraylike("median", a)
     a = _arr(a)
     d = _to_inexact_dtype(_dtype(a))
+    if d.kind == "c":  # as JAX's median, which is a quantile
+        raise ValueError("quantile does not support complex input, as the operation is "
+                         "poorly defined.")
     x = _convert(a, d)
     nd = x.ndim
     axes = _reduction_axes(axis, nd)
