@@ -35,6 +35,8 @@ from remat.callback import io_callback, pure_callback
 from remat import nn, random
 from remat.ad_checkpoint import checkpoint, checkpoint_policies, remat
 from remat import debug, scipy, tree, stages, version
+from remat import experimental, sharding, typing  # as `import jax` does
+from remat.devices import Device
 from remat.version import __version__
 from remat.api import jacrev as jacobian
 from remat.call import clear_caches

@@ -1,0 +1,7 @@
+"""``remat.experimental``: JAX's experimental APIs that remat provides (``checkify``), and
+``io_callback``, which JAX also exports here."""
+
+from remat.callback import io_callback
+from remat.experimental import checkify
+
+__all__ = ["checkify", "io_callback"]

@@ -1,0 +1,469 @@
+"""``remat.sharding``: JAX's sharding classes, truthful for remat's one device.
+
+remat runs on one CPU device, so every array is whole on it.  A ``Mesh`` here is a mesh of
+that one device (every axis of size 1); a ``NamedSharding`` on it names axes that split
+nothing, so its shard shape is the global shape; ``reshard`` and the axis-type decorators
+change nothing about where the data is.  Code written for many devices (flax's partitioning
+metadata, optax's sharded states) runs unchanged, and gets the same answers a one-device JAX
+gives.
+"""
+
+import abc
+import contextlib
+import enum
+import functools
+import threading
+
+import numpy as np
+
+from remat.devices import CPU, SingleDeviceSharding
+from remat.tree_util import tree_leaves, tree_map
+
+__all__ = ["AbstractDevice", "AbstractMesh", "AxisType", "ManualAxisType", "Mesh",
+           "NamedSharding", "PartitionSpec", "Sharding", "SingleDeviceSharding", "auto_axes",
+           "explicit_axes", "get_abstract_mesh", "get_mesh", "make_single_device_sharding",
+           "reshard", "set_mesh", "use_abstract_mesh"]
+
+
+class Sharding(abc.ABC):
+    """How an array's data is laid out over devices (the base of every sharding)."""
+
+    device_set = property(abc.abstractmethod(lambda self: None))
+    is_fully_replicated = property(abc.abstractmethod(lambda self: None))
+    is_fully_addressable = property(abc.abstractmethod(lambda self: None))
+    num_devices = property(abc.abstractmethod(lambda self: None))
+    memory_kind = property(abc.abstractmethod(lambda self: None))
+
+    @abc.abstractmethod
+    def shard_shape(self, global_shape):
+        """The shape of each shard of an array of ``global_shape``."""
+
+    @abc.abstractmethod
+    def devices_indices_map(self, global_shape):
+        """Each device's index (a tuple of slices) into an array of ``global_shape``."""
+
+    @abc.abstractmethod
+    def with_memory_kind(self, kind):
+        """The same sharding in memory ``kind``."""
+
+    @abc.abstractmethod
+    def is_equivalent_to(self, other, ndim):
+        """Whether ``other`` lays out an array of rank ``ndim`` the same way."""
+
+    addressable_devices = property(lambda self: self.device_set)
+    has_addressable_devices = property(lambda self: True)
+
+    def addressable_devices_indices_map(self, global_shape):
+        return self.devices_indices_map(global_shape)
+
+
+Sharding.register(SingleDeviceSharding)
+
+
+def make_single_device_sharding(device, *, memory_kind=None):
+    """``SingleDeviceSharding(device, memory_kind=memory_kind)``."""
+    return SingleDeviceSharding(device, memory_kind=memory_kind)
+
+
+class AxisType(enum.Enum):
+    """How a mesh axis is sharded: by the compiler, by explicit types, or by hand."""
+
+    Auto = enum.auto()
+    Explicit = enum.auto()
+    Manual = enum.auto()
+
+    def __repr__(self):
+        return self.name
+
+
+class ManualAxisType(enum.Enum):
+    """The kinds of manual (``shard_map``) axes: varying or replicated values."""
+
+    Varying = enum.auto()
+    Invariant = enum.auto()
+
+    def __repr__(self):
+        return self.name
+
+
+class _Unconstrained:
+    def __repr__(self):
+        return "UNCONSTRAINED"
+
+
+class PartitionSpec:
+    """Which mesh axes split each dimension of an array: an entry per dimension, each a mesh
+    axis name, a tuple of names, ``None`` (not split) or ``PartitionSpec.UNCONSTRAINED``."""
+
+    UNCONSTRAINED = _Unconstrained()
+    __slots__ = ("_partitions", "unreduced", "reduced")
+
+    def __init__(self, *partitions, unreduced=frozenset(), reduced=frozenset()):
+        for p in partitions:
+            ok = (p is None or p is PartitionSpec.UNCONSTRAINED or isinstance(p, str)
+                  or (isinstance(p, tuple | list) and all(isinstance(q, str) for q in p)))
+            if not ok:
+                raise TypeError(f"PartitionSpec entries must be a mesh axis name, a tuple of "
+                                f"names, None or UNCONSTRAINED; got {p!r}")
+        self._partitions = tuple(tuple(p) if isinstance(p, list) else p for p in partitions)
+        self.unreduced = frozenset(unreduced)
+        self.reduced = frozenset(reduced)
+
+    def __repr__(self):
+        inner = ", ".join(repr(p) for p in self._partitions)
+        if len(self._partitions) == 1:
+            inner += ","
+        return f"P({inner})"
+
+    def __iter__(self):
+        return iter(self._partitions)
+
+    def __len__(self):
+        return len(self._partitions)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return PartitionSpec(*self._partitions[i])
+        return self._partitions[i]
+
+    def __eq__(self, other):
+        if isinstance(other, PartitionSpec):
+            return (self._partitions == other._partitions
+                    and self.unreduced == other.unreduced and self.reduced == other.reduced)
+        return NotImplemented
+
+    def __hash__(self):
+        return hash((self._partitions, self.unreduced, self.reduced))
+
+    def index(self, value):
+        return self._partitions.index(value)
+
+    def count(self, value):
+        return self._partitions.count(value)
+
+    def update(self, **kwargs):
+        """A copy with ``partitions``, ``unreduced`` or ``reduced`` replaced."""
+        return PartitionSpec(*kwargs.pop("partitions", self._partitions),
+                             unreduced=kwargs.pop("unreduced", self.unreduced),
+                             reduced=kwargs.pop("reduced", self.reduced))
+
+    def _axis_names(self):
+        for p in self._partitions:
+            if isinstance(p, str):
+                yield p
+            elif isinstance(p, tuple):
+                yield from p
+
+
+class AbstractDevice:
+    """A device by kind only (what an ``AbstractMesh`` knows): here, the CPU."""
+
+    def __init__(self, device_kind="cpu", num_cores=None):
+        self.device_kind = device_kind
+        self.num_cores = num_cores
+
+    def __repr__(self):
+        return f"AbstractDevice(device_kind={self.device_kind}, num_cores={self.num_cores})"
+
+    def __eq__(self, other):
+        return (isinstance(other, AbstractDevice) and self.device_kind == other.device_kind
+                and self.num_cores == other.num_cores)
+
+    def __hash__(self):
+        return hash((self.device_kind, self.num_cores))
+
+
+def _axis_types(axis_types, n):
+    if axis_types is None:
+        return (AxisType.Auto,) * n
+    if isinstance(axis_types, AxisType):
+        axis_types = (axis_types,)
+    axis_types = tuple(axis_types)
+    if len(axis_types) != n or not all(isinstance(t, AxisType) for t in axis_types):
+        raise ValueError(f"axis_types must be one AxisType per mesh axis ({n}); got "
+                         f"{axis_types!r}")
+    return axis_types
+
+
+class _MeshShape:
+    """What ``Mesh`` and ``AbstractMesh`` share: axis names, sizes and types."""
+
+    axis_names = property(lambda self: self._axis_names)
+    axis_sizes = property(lambda self: self._axis_sizes)
+    axis_types = property(lambda self: self._axis_types)
+    shape = property(lambda self: dict(zip(self._axis_names, self._axis_sizes)))
+    shape_tuple = property(lambda self: tuple(zip(self._axis_names, self._axis_sizes)))
+    size = property(lambda self: int(np.prod(self._axis_sizes, dtype=np.int64)))
+    empty = property(lambda self: not self._axis_names)
+    is_scalar = property(lambda self: bool(self._axis_names) and self.size == 1)
+
+    def _names_of(self, kind):
+        return tuple(n for n, t in zip(self._axis_names, self._axis_types) if t is kind)
+
+    auto_axes = property(lambda self: self._names_of(AxisType.Auto))
+    explicit_axes = property(lambda self: self._names_of(AxisType.Explicit))
+    manual_axes = property(lambda self: self._names_of(AxisType.Manual))
+    are_all_axes_auto = property(lambda self: all(t is AxisType.Auto for t in self._axis_types))
+    are_all_axes_explicit = property(
+        lambda self: all(t is AxisType.Explicit for t in self._axis_types))
+    are_all_axes_manual = property(
+        lambda self: all(t is AxisType.Manual for t in self._axis_types))
+
+    def _shape_repr(self):
+        return ", ".join(f"'{n}': {s}" for n, s in zip(self._axis_names, self._axis_sizes))
+
+
+def _check_names(axis_names, n, what):
+    if isinstance(axis_names, str):
+        axis_names = (axis_names,)
+    axis_names = tuple(axis_names)
+    if len(axis_names) != n:
+        raise ValueError(f"{what} requires the ndim of its first argument (`devices`) to equal "
+                         f"the length of its second argument (`axis_names`), but got "
+                         f"devices.ndim == {n} and len(axis_names) == {len(axis_names)}.")
+    if len(set(axis_names)) != n:
+        raise ValueError(f"Mesh axis names must be unique; got {axis_names!r}")
+    return axis_names
+
+
+class AbstractMesh(_MeshShape):
+    """A mesh's axis names, sizes and types, without devices."""
+
+    def __init__(self, axis_sizes, axis_names, *, axis_types=None,
+                 abstract_device=None):
+        self._axis_sizes = tuple(int(s) for s in axis_sizes)
+        self._axis_names = _check_names(axis_names, len(self._axis_sizes), "AbstractMesh")
+        self._axis_types = _axis_types(axis_types, len(self._axis_sizes))
+        self.abstract_device = abstract_device or AbstractDevice()
+
+    def update(self, axis_sizes=None, axis_names=None, axis_types=None):
+        return AbstractMesh(self._axis_sizes if axis_sizes is None else axis_sizes,
+                            self._axis_names if axis_names is None else axis_names,
+                            axis_types=self._axis_types if axis_types is None else axis_types)
+
+    abstract_mesh = property(lambda self: self)
+
+    def __eq__(self, other):
+        return (isinstance(other, AbstractMesh) and self.shape_tuple == other.shape_tuple
+                and self._axis_types == other._axis_types)
+
+    def __hash__(self):
+        return hash((self.shape_tuple, self._axis_types))
+
+    def __repr__(self):
+        shape = self._shape_repr() if self._axis_names else "()"
+        return f"AbstractMesh({shape}, axis_types={self._axis_types!r})"
+
+
+class Mesh(_MeshShape):
+    """Devices laid out in a named n-dimensional grid: here every device is the one CPU, so
+    every axis has size 1."""
+
+    def __init__(self, devices, axis_names, axis_types=None):
+        devices = np.asarray(devices, dtype=object)
+        if devices.size and any(d is not CPU for d in devices.flat):
+            raise ValueError(f"remat has one device, {CPU!r}; a Mesh can only be built of it")
+        if devices.size > 1:
+            raise ValueError(f"remat has one device, {CPU!r}: a Mesh of {devices.size} devices "
+                             f"(shape {devices.shape}) cannot be made")
+        self.devices = devices
+        self._axis_sizes = devices.shape
+        self._axis_names = _check_names(axis_names, devices.ndim, "Mesh")
+        self._axis_types = _axis_types(axis_types, devices.ndim)
+        self._entered = []
+
+    device_ids = property(lambda self: np.zeros(self.devices.shape, dtype=np.int64))
+    local_devices = property(lambda self: list(self.devices.flat))
+    local_mesh = property(lambda self: self)
+    is_multi_process = property(lambda self: False)
+    abstract_mesh = property(lambda self: AbstractMesh(self._axis_sizes, self._axis_names,
+                                                       axis_types=self._axis_types))
+
+    def update(self, devices=None, axis_names=None, axis_types=None):
+        return Mesh(self.devices if devices is None else devices,
+                    self._axis_names if axis_names is None else axis_names,
+                    self._axis_types if axis_types is None else axis_types)
+
+    def __enter__(self):
+        self._entered.append(set_mesh(self))
+        self._entered[-1].__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._entered.pop().__exit__(*exc)
+
+    def __eq__(self, other):
+        return (isinstance(other, Mesh) and self.shape_tuple == other.shape_tuple
+                and self._axis_types == other._axis_types)
+
+    def __hash__(self):
+        return hash((Mesh, self.shape_tuple, self._axis_types))
+
+    def __repr__(self):
+        return (f"Mesh(axis_sizes={self._axis_sizes!r}, axis_names={self._axis_names!r}, "
+                f"axis_types={self._axis_types!r})")
+
+
+class NamedSharding(Sharding):
+    """An array laid out over ``mesh`` as ``spec`` says.  On remat's one-device meshes
+    every axis has size 1, so each shard is the whole array."""
+
+    def __init__(self, mesh, spec, *, memory_kind=None):
+        if not isinstance(mesh, Mesh | AbstractMesh):
+            raise TypeError(f"NamedSharding's mesh must be a Mesh or AbstractMesh; got "
+                            f"{type(mesh).__name__}")
+        if not isinstance(spec, PartitionSpec):
+            raise TypeError(f"NamedSharding's spec must be a PartitionSpec; got "
+                            f"{type(spec).__name__}")
+        unknown = [n for n in spec._axis_names() if n not in mesh.axis_names]
+        if unknown:
+            raise ValueError(f"Resource axis: {unknown[0]} of {spec} is not found in mesh: "
+                             f"{tuple(mesh.axis_names)}.")
+        if memory_kind not in (None, "device"):
+            raise ValueError(f"memory_kind must be 'device' (remat's one memory), got "
+                             f"{memory_kind!r}")
+        self.mesh, self.spec, self._memory_kind = mesh, spec, "device"
+
+    device_set = property(lambda self: {CPU})
+    memory_kind = property(lambda self: self._memory_kind)
+    num_devices = property(lambda self: 1)
+    is_fully_replicated = property(lambda self: True)
+    is_fully_addressable = property(lambda self: True)
+    _device_assignment = property(lambda self: (CPU,))
+
+    def shard_shape(self, global_shape):
+        if len(self.spec) > len(global_shape):
+            raise ValueError(f"Sharding {self!r} is only valid for values of rank at least "
+                             f"{len(self.spec)}, but was applied to a value of rank "
+                             f"{len(global_shape)}")
+        return tuple(global_shape)
+
+    def devices_indices_map(self, global_shape):
+        return {CPU: (slice(None),) * len(global_shape)}
+
+    def with_memory_kind(self, kind):
+        return NamedSharding(self.mesh, self.spec, memory_kind=kind)
+
+    def update(self, **kwargs):
+        return NamedSharding(kwargs.get("mesh", self.mesh), kwargs.get("spec", self.spec),
+                             memory_kind=kwargs.get("memory_kind", self._memory_kind))
+
+    def is_equivalent_to(self, other, ndim):
+        return isinstance(other, Sharding) and other.num_devices == 1
+
+    def __eq__(self, other):
+        return (isinstance(other, NamedSharding) and self.mesh == other.mesh
+                and self.spec == other.spec)
+
+    def __hash__(self):
+        return hash((NamedSharding, self.mesh, self.spec))
+
+    def __repr__(self):
+        return (f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r}, "
+                f"memory_kind={self._memory_kind})")
+
+
+# --- the current mesh ------------------------------------------------------------------------
+
+class _MeshContext(threading.local):
+    def __init__(self):
+        self.concrete = None
+        self.abstract = AbstractMesh((), ())
+
+
+_context = _MeshContext()
+
+
+def get_mesh():
+    """The concrete mesh set by ``set_mesh`` (None outside one)."""
+    return _context.concrete
+
+
+def get_abstract_mesh():
+    """The abstract mesh in force (an empty one outside ``set_mesh`` /
+    ``use_abstract_mesh``)."""
+    return _context.abstract
+
+
+@contextlib.contextmanager
+def _setting(concrete, abstract):
+    saved = _context.concrete, _context.abstract
+    _context.concrete, _context.abstract = concrete, abstract
+    try:
+        yield concrete if concrete is not None else abstract
+    finally:
+        _context.concrete, _context.abstract = saved
+
+
+class _MeshSetter:
+    """``set_mesh(mesh)``: sets ``mesh`` as the current mesh now, and, used as a context
+    manager, restores the previous one on exit."""
+
+    def __init__(self, mesh):
+        if mesh is not None and not isinstance(mesh, Mesh):
+            raise ValueError(f"Expected mesh of type `jax.sharding.Mesh`. Got {type(mesh)}")
+        self._previous = _context.concrete, _context.abstract
+        _context.concrete = mesh
+        _context.abstract = mesh.abstract_mesh if mesh is not None else AbstractMesh((), ())
+
+    def __enter__(self):
+        return _context.concrete
+
+    def __exit__(self, *exc):
+        _context.concrete, _context.abstract = self._previous
+        return False
+
+
+def set_mesh(mesh):
+    """Make ``mesh`` the current mesh (as a context manager: within the block)."""
+    return _MeshSetter(mesh)
+
+
+def use_abstract_mesh(mesh):
+    """Within the block, ``mesh`` (an ``AbstractMesh``) is the abstract mesh in force."""
+    if not isinstance(mesh, AbstractMesh):
+        raise ValueError(f"Expected mesh of type `jax.sharding.AbstractMesh`. Got "
+                         f"{type(mesh)}")
+    return _setting(_context.concrete, mesh)
+
+
+# --- resharding ------------------------------------------------------------------------------
+
+def _check_sharding(sharding, name):
+    if isinstance(sharding, PartitionSpec):
+        if get_abstract_mesh().empty:
+            raise ValueError(f"Using PartitionSpec when you are not under a mesh context is "
+                             f"not allowed. Please pass a NamedSharding instance or enter into a "
+                             f"mesh context via `jax.set_mesh`. Got {sharding}")
+    elif not isinstance(sharding, Sharding):
+        raise TypeError(f"{name} expects a Sharding or PartitionSpec; got "
+                        f"{type(sharding).__name__}")
+
+
+def reshard(xs, out_shardings):
+    """``xs`` laid out as ``out_shardings`` says: on one device, the same values."""
+    for s in tree_leaves(out_shardings, is_leaf=lambda s: isinstance(s, PartitionSpec)):
+        _check_sharding(s, "reshard")
+    return tree_map(lambda x: x, xs)
+
+
+def _axes_decorator(kind):
+    def decorator(f=None, /, *, axes=None, in_sharding=None, out_sharding=None):
+        if f is None:
+            return functools.partial(decorator, axes=axes, in_sharding=in_sharding,
+                                     out_sharding=out_sharding)
+
+        @functools.wraps(f)
+        def wrapped(*args, **kwargs):
+            return f(*args, **kwargs)
+
+        return wrapped
+
+    decorator.__name__ = f"{kind}_axes"
+    decorator.__doc__ = (f"``f`` with the mesh axes ``axes`` made {kind} while it runs: on "
+                         f"one device that changes no value, so ``f`` runs as it is.")
+    return decorator
+
+
+auto_axes = _axes_decorator("auto")
+explicit_axes = _axes_decorator("explicit")
