@@ -92,3 +92,6 @@ from remat.config import (
     transfer_guard_device_to_host,
     transfer_guard_host_to_device,
 )
+from remat import ref
+from remat.ref import Ref, empty_ref, free_ref, freeze, new_ref
+from remat.api import fwd_and_bwd

@@ -532,7 +532,8 @@ def _flatten_axes(what, tree, axes):
         raise ValueError(f"vmap {what} specification must be a tree prefix of the "
                          f"corresponding value, got specification {axes!r} for value tree "
                          f"{tree_structure(tree)}.") from None
-    return tree_flatten(expanded, is_leaf=lambda x: x is None or isinstance(x, int))[0]
+    # up to the leaves of ``tree``: a None *node* of ``tree`` (no leaves) takes no axis
+    return tree_structure(leaves_tree).flatten_up_to(expanded)
 
 
 def _broadcast_prefix(prefix, full):
@@ -677,3 +678,42 @@ def named_call(fun, *, name=None):
             return fun(*args, **kwargs)
 
     return named
+
+
+# --- a forward and a backward function -------------------------------------------------------
+
+
+def _ensure_index(argnums):
+    """An int, or a tuple of ints (JAX's ``argnums``)."""
+    import operator
+
+    try:
+        return operator.index(argnums)
+    except TypeError:
+        return tuple(map(operator.index, argnums))
+
+
+def fwd_and_bwd(fun, argnums, has_aux=False, jitted=True):
+    """``(fwd, bwd)``: ``fwd(*args)`` is ``vjp`` of ``fun`` with respect to the arguments at
+    ``argnums`` (``(out, f_vjp)``, or ``(out, f_vjp, aux)`` with ``has_aux``) and
+    ``bwd(f_vjp, out_cotangent)`` applies the pullback (one cotangent for an int ``argnums``,
+    a tuple otherwise). With ``jitted`` both are jitted once, so the pullback (a pytree of its
+    residuals) passes between them without retracing."""
+    from remat.call import jit
+
+    check_callable(fun)
+    argnums = _ensure_index(argnums)
+
+    def fwd(*args, **kwargs):
+        nums = (argnums,) if isinstance(argnums, int) else argnums
+        nums = normalize_argnums(nums, len(args), f"fwd_and_bwd of {fun_name(fun)}", "argnums")
+        f_partial = _with_args_at(fun, args, {}, nums)
+        return vjp(f_partial, *[args[i] for i in nums], has_aux=has_aux)
+
+    def bwd(f_vjp, outgrad):
+        g = f_vjp(outgrad)
+        return g[0] if isinstance(argnums, int) else g
+
+    if jitted:
+        fwd, bwd = jit(fwd), jit(bwd)
+    return fwd, bwd

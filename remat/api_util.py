@@ -9,6 +9,7 @@ import numpy as np
 
 from remat import core, dtypes
 from remat.config import config
+from remat.sharding import NamedSharding, PartitionSpec, Sharding, get_mesh
 from remat.tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 
@@ -120,28 +121,74 @@ def abstractify(x, name):
 
 
 class ShapeDtypeStruct:
-    """A shape and dtype standing in for an array (as in ``eval_shape``)."""
+    """A shape and dtype standing in for an array (as in ``eval_shape``), with the sharding
+    an array of it would have (None: wherever it is put; a ``PartitionSpec`` names axes of
+    the mesh set by ``remat.sharding.set_mesh``)."""
 
-    __slots__ = ("shape", "dtype", "weak_type")
+    __slots__ = ("shape", "dtype", "weak_type", "_sharding")
 
-    def __init__(self, shape, dtype, weak_type=False):
+    def __init__(self, shape, dtype, weak_type=False, *, sharding=None):
+        if sharding is not None and not isinstance(sharding, (Sharding, PartitionSpec)):
+            raise ValueError(f"sharding should be an instance of `jax.sharding.Sharding` or "
+                             f"`jax.sharding.PartitionSpec`. Got {sharding} of type "
+                             f"{type(sharding)}.")
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = weak_type
+        self._sharding = sharding
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
 
+    @property
+    def sharding(self):
+        if isinstance(self._sharding, PartitionSpec):
+            mesh = get_mesh()
+            if mesh is None:
+                raise TypeError("When specifying PartitionSpec to `ShapeDtypeStruct`, the "
+                                "context mesh cannot be empty. Please use `jax.set_mesh` to "
+                                "set the mesh context.")
+            return NamedSharding(mesh, self._sharding)
+        return self._sharding
+
+    @classmethod
+    def like(cls, x):
+        """The struct of ``x`` (an array, a NumPy value, a scalar or a struct). remat never
+        commits an array to a device, so the sharding is None, as for JAX's uncommitted
+        arrays."""
+        if isinstance(x, ShapeDtypeStruct):
+            return cls(x.shape, x.dtype, x.weak_type, sharding=x._sharding)
+        aval = core.get_aval(x)
+        return cls(aval.shape, aval.dtype, aval.weak_type)
+
+    def update(self, **kwargs):
+        """A copy with the given ``shape``, ``dtype``, ``sharding`` or ``weak_type``."""
+        unknown = set(kwargs) - {"shape", "dtype", "sharding", "weak_type"}
+        if unknown:
+            raise TypeError(f"ShapeDtypeStruct.update got unexpected keyword arguments "
+                            f"{sorted(unknown)}")
+        return ShapeDtypeStruct(kwargs.get("shape", self.shape), kwargs.get("dtype", self.dtype),
+                                kwargs.get("weak_type", self.weak_type),
+                                sharding=kwargs.get("sharding", self._sharding))
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
     def __eq__(self, other):
         return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape
-                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+                and self.dtype == other.dtype and self.weak_type == other.weak_type
+                and self.sharding == other.sharding)
 
     def __hash__(self):
-        return hash((self.shape, self.dtype, self.weak_type))
+        return hash((self.shape, self.dtype, self.weak_type, self.sharding))
 
     def __repr__(self):
+        sharding = self.sharding
+        sharding = "" if sharding is None else f", sharding={sharding}"
         weak = ", weak_type=True" if self.weak_type else ""
-        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{sharding}{weak})"
 
 
 def normalize_argnums(argnums, num_args, fun_label, what="static_argnums"):

@@ -12,8 +12,24 @@ import numpy as np
 from remat import core, devices, dtypes, memory
 
 
-class Array:
-    """A concrete remat value. Create one with ``remat.numpy.asarray``."""
+class _ArrayMeta(type):
+    """Makes ``isinstance(tracer, Array)`` true, as ``isinstance(tracer, jax.Array)`` is in JAX:
+    code written for JAX tests for arrays so, inside transformations too. Only tracers of
+    arrays count (not of tokens or mutable references: their aval is no plain ShapedArray).
+    An Array's own type check stays Python's exact-type fast path; remat itself tests for a
+    concrete Array with ``type(x) is Array``."""
+
+    def __instancecheck__(cls, instance):
+        if type(instance) is cls:
+            return True
+        if isinstance(instance, core.Tracer):
+            return type(getattr(instance, "aval", None)) is core.ShapedArray
+        return type.__instancecheck__(cls, instance)
+
+
+class Array(metaclass=_ArrayMeta):
+    """A remat array. Create one with ``remat.numpy.asarray``. A tracer of an array is an
+    instance too (as in JAX), so ``type(x) is Array`` is the test for a concrete value."""
 
     __slots__ = ("_buf", "aval", "__weakref__")
     __array_priority__ = 100

@@ -225,6 +225,8 @@ class EvalTrace(Trace):
                     return self._forward_to_tracer_trace(primitive, args, params)
                 else:
                     aval = get_aval(x)
+                    if not isinstance(aval, ShapedArray):  # a mutable array: see ref_eval
+                        return ref_eval(self, primitive, args, params)
                     avals.append(aval)
                     bufs.append(np.array(x, dtype=aval.dtype))  # copy: arrays are immutable
             out_aval = abstract_eval(primitive, avals, params)
@@ -277,6 +279,9 @@ def make_array(buf, aval):
 
 
 _array_type = None  # remat.array.Array, registered by that module
+# How an operation on a mutable array reference (remat.Ref: its aval is not a ShapedArray) is
+# run eagerly: ``ref_eval(trace, primitive, args, params)``, set by remat.interpreters.discharge
+ref_eval = None
 
 
 def register_array_type(cls):

@@ -17,6 +17,7 @@ from remat.api_util import TraceCache, fun_name, static_key
 from remat.call import jit_p
 from remat.config import config
 from remat.core import ClosedJaxpr, Primitive
+from remat.custom_linear import linear_call  # noqa: F401  (remat.custom_derivatives.linear_call)
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
 from remat.tree_util import tree_flatten, tree_map, tree_structure, tree_unflatten
@@ -430,10 +431,18 @@ class custom_vjp(_CustomDerivative):
                                 f"container (pytree) structure as the args tuple of the primal "
                                 f"function; expected {out_tree}, got {tree}.")
             flat_res, res_tree["tree"] = tree_flatten(res)
-            return flat_out, flat_res
+            # Python scalars among the residuals reach bwd as they are (as JAX hands them
+            # back), not as arrays: a rule may branch on a bool it saved
+            res_tree["python"] = {i: r for i, r in enumerate(flat_res)
+                                  if type(r) in (bool, int, float, complex)}
+            return flat_out, [r for i, r in enumerate(flat_res) if i not in res_tree["python"]]
 
         def bwd_flat(res, cts):
-            r = tree_unflatten(res_tree["tree"], res)
+            res = iter(res)
+            python = res_tree["python"]
+            flat_res = [python[i] if i in python else next(res)
+                        for i in range(res_tree["tree"].num_leaves)]
+            r = tree_unflatten(res_tree["tree"], flat_res)
             ct = tree_unflatten(out_tree, cts)
             cts_in = self.bwd(*nondiff, r, ct) if nondiff else self.bwd(r, ct)
             if not isinstance(cts_in, (tuple, list)):

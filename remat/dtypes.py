@@ -339,6 +339,8 @@ def dtype_and_weak(x):
         return canonicalize_dtype(x), False
     if isinstance(x, (list, tuple)):
         return canonicalize_dtype(np.asarray(x).dtype), False
+    if getattr(x, "dtype", None) is not None:  # ShapeDtypeStruct, or any value with a dtype
+        return canonicalize_dtype(x.dtype), False  # strong, as JAX (only avals are weak)
     raise TypeError(f"Cannot determine the dtype of {type(x).__name__} value {x!r}")
 
 

@@ -1,6 +1,7 @@
 """The user's source location of each staged equation, skipping remat's own frames, and the
 name stack (``named_scope`` / ``named_call``) it was traced under."""
 
+import functools
 import os
 import sys
 from typing import NamedTuple
@@ -58,7 +59,8 @@ _name_stack = ()  # the scopes (``named_scope``) new equations are traced under,
 
 
 class name_scope:
-    """Context manager: equations traced inside get ``name`` pushed on their name stack."""
+    """Context manager: equations traced inside get ``name`` pushed on their name stack.
+    Also a decorator, as JAX's ``named_scope``: each call of the function runs in the scope."""
 
     __slots__ = ("name", "prev")
 
@@ -75,6 +77,16 @@ class name_scope:
     def __exit__(self, *exc):
         global _name_stack
         _name_stack = self.prev
+
+    def __call__(self, fun):
+        name = self.name
+
+        @functools.wraps(fun)
+        def scoped(*args, **kwargs):
+            with name_scope(name):  # a scope per call: calls may nest or recurse
+                return fun(*args, **kwargs)
+
+        return scoped
 
 
 def summarize(info):

@@ -28,7 +28,15 @@ def _stand_in(name):
         raise NotImplementedError(f"remat has no {name} yet (the distributed issue); this "
                                   f"stand-in only lets a library import")
     missing.__name__ = name
-    return missing
+    if name != "pmap":
+        return missing
+
+    def pmap(fun, *args, **kwargs):
+        # equinox wraps a function in ``jax.pmap`` at import (to learn the wrapper's type):
+        # wrapping succeeds, as JAX's does; calling the wrapped function fails
+        return missing
+
+    return pmap
 
 
 def install_remat_alias(stand_ins=False):
@@ -228,28 +236,48 @@ def flax_linen():
             "remat_grads": _leaves(grads)}
 
 
-def diffrax_solve():
-    """``diffeqsolve(Tsit5())`` of y' = -a y with ``RecursiveCheckpointAdjoint``: the
-    solution, and its gradient with respect to ``a``."""
+def _diffrax_solver():
     import diffrax
-    import jax
     import jax.numpy as jnp
 
     term = diffrax.ODETerm(lambda t, y, a: -a * y)
 
-    def solve(a):
+    def solve(a, saveat=None):
         return diffrax.diffeqsolve(term, diffrax.Tsit5(), t0=0.0, t1=1.0, dt0=0.1,
                                    y0=jnp.array([1.0, 2.0]), args=a,
+                                   saveat=saveat or diffrax.SaveAt(t1=True),
                                    adjoint=diffrax.RecursiveCheckpointAdjoint()).ys
 
-    out = {"ys": np.asarray(solve(0.5)).tolist()}
-    out["grad"] = float(jax.grad(lambda a: jnp.sum(solve(a)))(0.5))
-    return out
+    return solve
+
+
+def diffrax_solve():
+    """``diffeqsolve(Tsit5())`` of y' = -a y (``RecursiveCheckpointAdjoint``): the solution
+    at t1, at several save points, and under ``jit``."""
+    import diffrax
+    import jax
+    import jax.numpy as jnp
+
+    solve = _diffrax_solver()
+    ts = diffrax.SaveAt(ts=jnp.linspace(0.0, 1.0, 5))
+    return {"ys": np.asarray(solve(0.5)).tolist(),
+            "ys_saveat": np.asarray(solve(0.5, ts)).tolist(),
+            "ys_jit": np.asarray(jax.jit(solve)(1.5)).tolist()}
+
+
+def diffrax_grad():
+    """The gradient of ``diffeqsolve(Tsit5())``'s solution with respect to the decay rate,
+    reverse mode through ``RecursiveCheckpointAdjoint`` (equinox's checkpointed while loop)."""
+    import jax
+    import jax.numpy as jnp
+
+    solve = _diffrax_solver()
+    return {"grad": float(jax.grad(lambda a: jnp.sum(solve(a)))(0.5))}
 
 
 PROGRAMS = {"optax_training": ("optax", optax_training), "chex_probes": ("chex", chex_probes),
             "equinox_mlp": ("equinox", equinox_mlp), "flax_linen": ("flax", flax_linen),
-            "diffrax_solve": ("diffrax", diffrax_solve)}
+            "diffrax_solve": ("diffrax", diffrax_solve), "diffrax_grad": ("diffrax", diffrax_grad)}
 
 
 def main(argv):

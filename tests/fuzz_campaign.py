@@ -3,7 +3,9 @@ in worker processes, continuing past failures.
 
     python tests/fuzz_campaign.py --cases 50000 --jobs 2 [--start 0] [--jax-every 1] [--log F]
 
-Every case gets the checks that need only remat (with vs without checkpoints, jit vs eager);
+Every case gets the checks that need only remat (with vs without checkpoints, jit vs eager,
+generated vs interpreted plans); every ``--native-every``-th case with a loop also runs with
+its loops compiled by numba, against the Python loop tier;
 every ``--jax-every``-th case is also compared with JAX, where it is installed (JAX's eager
 dispatch makes that check about ten times the cost of the others). A case that JAX rejects is
 counted as invalid, not as a failure, when remat rejects it too. Prints a summary; each failure
@@ -39,14 +41,16 @@ def _init():
 
 
 def run_case(task):
-    """(seed, with_jax) -> (seed, outcome, detail): outcome is 'ok', 'jax-checked',
-    'invalid' or 'fail'."""
-    seed, with_jax = task
+    """(seed, with_jax, with_native) -> (seed, outcome, detail): outcome is 'ok',
+    'jax-checked', 'invalid' or 'fail'."""
+    seed, with_jax, with_native = task
     remat_ns, jax_ns = _namespaces
     program = fuzzing.draw_program(fuzzing.RandomChooser(seed))
     jax_ns = jax_ns if with_jax else None
     try:
         fuzzing.check_program(program, remat_ns, jax_ns)
+        if with_native and fuzzing.has_loop(program):
+            fuzzing.check_native(program, remat_ns)
     except fuzzing.Disagreement as e:
         return seed, "fail", str(e)
     except Exception as e:  # remat raised: a failure unless JAX rejects the program too
@@ -62,9 +66,13 @@ def main(argv=None):
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--jax-every", type=int, default=1)
+    parser.add_argument("--native-every", type=int, default=0,
+                        help="also compare the native loop tier with the Python tier on every "
+                             "N-th case (each compiles its loops with numba: seconds)")
     parser.add_argument("--log", default="fuzz_failures.log")
     args = parser.parse_args(argv)
-    tasks = [(s, (s - args.start) % args.jax_every == 0)
+    tasks = [(s, (s - args.start) % args.jax_every == 0,
+              args.native_every > 0 and (s - args.start) % args.native_every == 0)
              for s in range(args.start, args.start + args.cases)]
     counts = dict(ok=0, **{"jax-checked": 0}, invalid=0, fail=0)
     start = time.time()

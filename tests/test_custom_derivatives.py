@@ -122,3 +122,27 @@ def test_custom_vjp_bad_fwd_output():
     h.defvjp(lambda x: x, lambda r, g: (g,))
     with pytest.raises(TypeError, match="must produce a pair"):
         remat.grad(h)(f32(1.0))
+
+
+def test_python_scalar_residuals_reach_bwd_as_python_scalars():
+    """As JAX: a bool saved by fwd is still a bool in bwd (equinox branches on it), and ints
+    and floats stay ints and floats, under grad, jit, vmap and checkpoint."""
+    seen = []
+
+    @remat.custom_vjp
+    def f(x):
+        return x * 2
+
+    def fwd(x):
+        return x * 2, (True, 3, 1.5, x)
+
+    def bwd(r, g):
+        flag, n, s, _ = r
+        seen.append((type(flag), isinstance(n, int), isinstance(s, float)))
+        return (g * n * s if flag else g,)
+
+    f.defvjp(fwd, bwd)
+    for fn in (remat.grad(f), remat.jit(remat.grad(f)), remat.grad(remat.checkpoint(f))):
+        assert fn(1.0) == 4.5
+    np.testing.assert_array_equal(remat.vmap(remat.grad(f))(np.ones(2, np.float32)), [4.5, 4.5])
+    assert set(seen) == {(bool, True, True)}

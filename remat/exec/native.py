@@ -22,6 +22,7 @@ import math
 import os
 import sys
 import threading
+import warnings
 import weakref
 from pathlib import Path
 
@@ -54,10 +55,13 @@ class _Unsupported(Exception):
 class _Kernel:
     """The source of one kernel function being written."""
 
-    def __init__(self):
+    def __init__(self, invariant=()):
         self.lines = []
         self.indent = 1
         self.count = 0
+        self.preamble = []  # statements before the loop: work on loop-invariant values only
+        self.invariant = set(invariant)  # names of loop-invariant values
+        self.constants = {}  # source of a typed constant -> its name
 
     def fresh(self):
         self.count += 1
@@ -77,6 +81,7 @@ class _Kernel:
         return "np.bool_" if dtype == np.bool_ else f"np.{dtype.name}"
 
     def const(self, value, dtype):
+        """A typed scalar constant: a name bound once before the loop."""
         dtype = np.dtype(dtype)
         if dtype == np.bool_:
             return "True" if value else "False"
@@ -84,8 +89,15 @@ class _Kernel:
             v = float(value)
             text = "np.nan" if math.isnan(v) else ("np.inf" if v > 0 else "-np.inf") \
                 if math.isinf(v) else repr(v)
-            return f"{self.dtype(dtype)}({text})"
-        return f"{self.dtype(dtype)}({int(value)})"
+        else:
+            text = str(int(value))
+        src = f"{self.dtype(dtype)}({text})"
+        name = self.constants.get(src)
+        if name is None:
+            name = self.constants[src] = f"q{len(self.constants)}"
+            self.preamble.append(f"    {name} = {src}")
+            self.invariant.add(name)
+        return name
 
     def body(self, jaxpr, ins):
         """Write ``jaxpr``'s equations on the operand sources ``ins``; its outputs' sources.
@@ -147,6 +159,10 @@ class _Kernel:
                 env[out] = acc
                 fresh.add(out)
                 continue
+            if name not in self.control_flow and all(
+                    type(v) is Literal or env[v] in self.invariant for v in eqn.invars):
+                self.hoist(rule, eqn, [read(v) for v in eqn.invars], env)
+                continue
             srcs = rule(self, eqn, [read(v) for v in eqn.invars])
             if name in self.control_flow:  # (results already bound to names)
                 env.update(zip(eqn.outvars, srcs))
@@ -161,6 +177,21 @@ class _Kernel:
                         continue
                 env[v] = self.bind(src if v.aval.shape else f"{self.dtype(v.aval.dtype)}({src})")
         return [read(v) for v in jaxpr.outvars]
+
+    def hoist(self, rule, eqn, ins, env):
+        """Write an equation of loop-invariant operands once, before the loop."""
+        lines, indent = self.lines, self.indent
+        self.lines, self.indent = self.preamble, 1
+        try:
+            srcs = rule(self, eqn, ins)
+            if srcs is None:
+                raise _Unsupported(f"{eqn.primitive.name} with these operands")
+            for v, src in zip(eqn.outvars, srcs):
+                env[v] = self.bind(src if v.aval.shape else
+                                   f"{self.dtype(v.aval.dtype)}({src})")
+                self.invariant.add(env[v])
+        finally:
+            self.lines, self.indent = lines, indent
 
     def loop(self, jaxpr, consts, carry, xs, length, reverse):
         """A scan written inline: ``(carry names, stacked ys names)`` after it."""
@@ -241,7 +272,7 @@ class _Kernel:
 
     def source(self, params):
         """The kernel function's source (``_k``: the helpers, ``np``: NumPy)."""
-        return "\n".join([f"def kernel({', '.join(params)}):"] + self.lines) + "\n"
+        return "\n".join([f"def kernel({', '.join(params)}):"] + self.preamble + self.lines) + "\n"
 
 
 _NATIVE_HEADER = """import numpy as np
@@ -273,8 +304,8 @@ def _scan_source(jaxpr, num_consts, num_carry, reverse):
     _check_operands(jaxpr)
     num_xs = len(jaxpr.invars) - num_consts - num_carry
     num_ys = len(jaxpr.outvars) - num_carry
-    k = _Kernel()
     consts = [f"k{i}" for i in range(num_consts)]
+    k = _Kernel(consts)
     carry = [f"c{i}" for i in range(num_carry)]
     xs = [f"xs{i}" for i in range(num_xs)]
     ys = [f"ys{i}" for i in range(num_ys)]
@@ -293,9 +324,9 @@ def _scan_source(jaxpr, num_consts, num_carry, reverse):
 def _while_source(cond, body, cond_nconsts, body_nconsts):
     """``kernel(*cond_consts, *body_consts, *carry) -> carry``."""
     _check_operands(cond, body)
-    k = _Kernel()
     cconsts = [f"a{i}" for i in range(cond_nconsts)]
     bconsts = [f"b{i}" for i in range(body_nconsts)]
+    k = _Kernel(cconsts + bconsts)
     carry = [f"c{i}" for i in range(len(body.outvars))]
     k.line("while True:")
     k.indent += 1
@@ -399,7 +430,9 @@ class Loop:
     def _compile(self, types):
         try:
             kernel = _load(self.source)
-            kernel.compile(types)
+            with warnings.catch_warnings():  # (np.dot on strided views: numba copies them)
+                warnings.simplefilter("ignore", numba.NumbaPerformanceWarning)
+                kernel.compile(types)
             kernel.disable_compile()  # a call with other types must not compile in line
             self.kernel, self.state = kernel, "ready"
         except Exception as e:  # numba could not type it: the Python kernel stays

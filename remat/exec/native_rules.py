@@ -371,8 +371,12 @@ def _reduction(kernel):
                 and not math.prod(aval.shape[d] for d in axes):
             return None  # an empty reduction: its identity, left to the NumPy path
         fn = kernel
-        if kernel == "sum_rows" and not out.shape and np.issubdtype(aval.dtype, np.floating):
-            return [f"_k.sum_all_f64({ins[0]})"]  # (the scalar is cast to the output dtype)
+        if kernel == "sum_rows" and np.issubdtype(aval.dtype, np.floating):
+            if not out.shape:
+                return [f"_k.sum_all_f64({ins[0]})"]  # (the scalar is cast to the output dtype)
+            if len(axes) == 1 and aval.shape[axes[0]]:
+                return [f"{ins[0]}.astype(np.float64).sum(axis={axes[0]})"
+                        f".astype({ctx.dtype(out.dtype)})"]
         if kernel == "sum_rows":
             fn = "sum_rows_f64" if np.issubdtype(aval.dtype, np.floating) else None
             if fn is None:
@@ -405,6 +409,12 @@ def _dot_general(ctx, eqn, ins):
     if lhs.dtype != rhs.dtype or lhs.dtype != out.dtype or \
             lhs.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         return None  # BLAS types only
+    if not lb and len(lc) == 1 and len(lhs.shape) <= 2 and len(rhs.shape) <= 2 \
+            and lhs.shape and rhs.shape:
+        # a matrix (or vector) product: BLAS takes the transposed views as they are
+        a = ins[0] if lc[0] == len(lhs.shape) - 1 else f"{ins[0]}.T"
+        b = ins[1] if rc[0] == 0 else f"{ins[1]}.T"
+        return [f"np.dot({a}, {b})"]
     lf = [d for d in range(len(lhs.shape)) if d not in lc and d not in lb]
     rf = [d for d in range(len(rhs.shape)) if d not in rc and d not in rb]
     size = lambda aval, dims: math.prod(aval.shape[d] for d in dims)  # noqa: E731

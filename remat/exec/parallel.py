@@ -13,6 +13,7 @@ when NumPy's BLAS is not an OpenBLAS whose thread count can be set, everything r
 import contextlib
 import ctypes
 import glob
+import importlib.util
 import math
 import os
 import threading
@@ -40,27 +41,53 @@ def _openblas_paths():
                     paths.append(path)
     except OSError:
         pass
-    here = os.path.dirname(np.__file__)
-    for pattern in ("../numpy.libs/*openblas*", ".dylibs/*openblas*"):
-        paths += sorted(glob.glob(os.path.join(here, pattern)))
-    return paths
+    # NumPy's OpenBLAS, and SciPy's (which SciPy's LAPACK kernels and numba's np.dot call)
+    for package in ("numpy", "scipy"):
+        spec = importlib.util.find_spec(package)
+        if spec is None or spec.origin is None:
+            continue
+        here = os.path.dirname(spec.origin)
+        for pattern in (f"../{package}.libs/*openblas*", ".dylibs/*openblas*"):
+            paths += sorted(glob.glob(os.path.join(here, pattern)))
+    return list(dict.fromkeys(os.path.realpath(p) for p in paths))
+
+
+def _thread_setters(path):
+    """(get, set) for the thread count of the OpenBLAS at ``path``, or None."""
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:
+        return None
+    for prefix in ("scipy_openblas", "openblas"):
+        for suffix in ("64_", "_64", ""):
+            get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+            set_ = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
+            if get is not None and set_ is not None:
+                get.restype, set_.restype, set_.argtypes = ctypes.c_int, None, [ctypes.c_int]
+                return get, set_
+    return None
+
+
+class _BlasThreads:
+    """The thread counts of every OpenBLAS in the process, got and set together (NumPy's
+    first: its count is the one reported)."""
+
+    def __init__(self, setters):
+        self.setters = setters
+
+    def get(self):
+        return [get() for get, _ in self.setters]
+
+    def set(self, counts):
+        counts = counts if isinstance(counts, list) else [counts] * len(self.setters)
+        for (_, set_), n in zip(self.setters, counts):
+            set_(n)
 
 
 def _find_blas_threads():
-    """(get, set) for the thread count of the OpenBLAS NumPy uses, or None."""
-    for path in _openblas_paths():
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for prefix in ("scipy_openblas", "openblas"):
-            for suffix in ("64_", "_64", ""):
-                get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
-                set_ = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
-                if get is not None and set_ is not None:
-                    get.restype, set_.restype, set_.argtypes = ctypes.c_int, None, [ctypes.c_int]
-                    return get, set_
-    return None
+    """The thread counts of the OpenBLAS libraries NumPy and SciPy use, or None."""
+    setters = [s for s in map(_thread_setters, _openblas_paths()) if s is not None]
+    return _BlasThreads(setters) if setters else None
 
 
 def _default_threads():
@@ -77,7 +104,7 @@ class _State:
     def __init__(self):
         self.lock = threading.Lock()
         self.requested = _default_threads()
-        self.blas = ...  # found lazily: (get, set), or None
+        self.blas = ...  # found lazily: _BlasThreads, or None
         self.pool = None
         self.depth = 0  # nesting of open sessions (plans run plans: scan bodies, callbacks)
         self.saved_blas_threads = None
@@ -132,8 +159,8 @@ def _enter():
             s.blas = _find_blas_threads()
         s.workers = s.requested if s.blas is not None else 1
         if s.workers > 1:
-            s.saved_blas_threads = s.blas[0]()
-            s.blas[1](1)
+            s.saved_blas_threads = s.blas.get()
+            s.blas.set(1)
             if s.pool is None:
                 s.pool = ThreadPoolExecutor(s.workers - 1, thread_name_prefix="remat-exec",
                                             initializer=denormals.flush)
@@ -146,7 +173,7 @@ def _exit():
             return
         s.depth -= 1
         if s.depth == 0 and s.workers > 1:
-            s.blas[1](s.saved_blas_threads)
+            s.blas.set(s.saved_blas_threads)
             s.workers = 1
 
 
@@ -179,11 +206,11 @@ def blas_threads():
     if s.depth == 0 or s.workers == 1:
         yield
         return
-    s.blas[1](s.saved_blas_threads)
+    s.blas.set(s.saved_blas_threads)
     try:
         yield
     finally:
-        s.blas[1](1)
+        s.blas.set(1)
 
 
 def run_parts(fn, parts):

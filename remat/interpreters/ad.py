@@ -15,6 +15,12 @@ from remat.core import Trace, Tracer
 
 primitive_jvps = {}
 primitive_transposes = {}
+# Allocations (``new_ref``) whose JVP rule runs even on zero tangents: a differentiated value
+# may be written into what they create later.
+always_differentiated = set()
+# ``prepare_backward_pass(jaxpr, consts) -> (jaxpr, consts)``: rewrites mutable arrays created
+# inside a linear jaxpr into values before it is transposed (set by remat's discharge module)
+prepare_backward_pass = None
 
 
 class Zero:
@@ -182,7 +188,7 @@ class JVPTrace(Trace):
 
     def process_primitive(self, primitive, args, params):
         primals, tangents = core.unzip2(self.to_primal_tangent(x) for x in args)
-        if all(type(t) is Zero for t in tangents):
+        if all(type(t) is Zero for t in tangents) and primitive not in always_differentiated:
             with core.set_current_trace(self.parent):
                 return primitive.bind(*primals, **params)
         rule = primitive_jvps.get(primitive)
@@ -265,6 +271,13 @@ def linearize_flat(flat_fun, primals):
     """
     from remat.interpreters import partial_eval as pe
 
+    for p in primals:
+        if not isinstance(core.get_aval(p), core.ShapedArray):  # a mutable array (remat.Ref)
+            aval = core.get_aval(p)
+            raise ValueError(f"Expected cotangent type {aval} but got "
+                             f"{core.long_type_str(aval.inner_aval)}: "
+                             f"differentiating with respect to a mutable array reference is "
+                             f"not supported; pass it as a non-differentiated argument")
     with core.new_trace(pe.PartialEvalTrace) as trace:
         tangent_args = [trace.new_arg(core.get_aval(p).to_tangent_aval()) for p in primals]
         primal_outs, tangent_outs = jvp_flat(flat_fun, primals, tangent_args)
@@ -288,6 +301,8 @@ def backward_pass(jaxpr, consts, args, cts_out, consume_consts=False):
     as the backward pass consumes them. Returns cotangents of the linear inputs (``Zero`` where
     nothing flowed).
     """
+    if prepare_backward_pass is not None:
+        jaxpr, consts = prepare_backward_pass(jaxpr, consts)
     primal_env = {}
     linear_vars = set()
     for v, c in zip(jaxpr.constvars, consts):

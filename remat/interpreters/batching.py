@@ -6,11 +6,19 @@ batch dim is an int or ``not_mapped`` (None) and at least one operand is batched
 ``multiple_results`` primitives, ``out`` and ``out_dim`` are lists.
 """
 
+import functools
+
 from remat import core
 from remat.core import Trace, Tracer
 
 primitive_batchers = {}
+# Rules that also take the axis (JAX's older form, which libraries such as equinox register):
+# ``axis_primitive_batchers[prim](axis_size, axis_name, spmd_axis_name, vals, dims, **params)``
+axis_primitive_batchers = {}
 not_mapped = None
+# Allocations (``new_ref``) always batched, even of unbatched values: batched values may be
+# written into what they create later.
+always_batched = set()
 
 
 class BatchTracer(Tracer):
@@ -51,10 +59,16 @@ class BatchTrace(Trace):
 
     def process_primitive(self, primitive, args, params):
         vals, dims = core.unzip2(self.to_val_dim(x) for x in args)
+        if primitive in always_batched and vals and all(d is not_mapped for d in dims):
+            with core.set_current_trace(self.parent):
+                vals = [bdim_at_front(v, not_mapped, self.axis_size) for v in vals]
+            dims = [0] * len(vals)
         if all(d is not_mapped for d in dims):
             with core.set_current_trace(self.parent):
                 return primitive.bind(*vals, **params)
         rule = primitive_batchers.get(primitive)
+        if rule is None and primitive in axis_primitive_batchers:
+            rule = functools.partial(_call_axis_rule, axis_primitive_batchers[primitive], self)
         if rule is None:
             raise NotImplementedError(f"Batching rule for '{primitive.name}' not implemented")
         with core.set_current_trace(self.parent):
@@ -65,6 +79,12 @@ class BatchTrace(Trace):
 
     def make_tracer(self, val, dim):
         return BatchTracer(self, val, dim)
+
+
+def _call_axis_rule(rule, trace, vals, dims, **params):
+    """An ``axis_primitive_batchers`` rule, called as JAX calls one (operands and dims as
+    tuples: libraries put the dims in primitive params, which must hash)."""
+    return rule(trace.axis_size, trace.axis_name, None, tuple(vals), tuple(dims), **params)
 
 
 # --- helpers for writing rules ---------------------------------------------------------------

@@ -97,6 +97,8 @@ class StagingTrace(Trace):
             self.check_foreign(x)
             return self._const(x, x.aval)
         aval = get_aval(x)
+        if not isinstance(aval, core.ShapedArray):  # a mutable array (remat.Ref): by reference
+            return self._const(x, aval)
         if not aval.shape and not isinstance(aval.dtype, dtypes.ExtendedDType):  # keys: consts
             return Literal(core.to_numpy(x, aval)[()], aval)
         return self._const(x, aval)
@@ -115,6 +117,10 @@ class StagingTrace(Trace):
 
     def process_primitive(self, primitive, args, params):
         atoms = [self.to_atom(x) for x in args]
+        for a in atoms:
+            if not isinstance(a.aval, core.ShapedArray) and primitive not in ref_primitives:
+                raise ValueError(f"Attempting to pass a Ref {a.aval} to a primitive: "
+                                 f"{primitive.name} -- did you forget to unpack ([...]) the ref?")
         out_aval = core.abstract_eval(primitive, [a.aval for a in atoms], params)
         if primitive.multiple_results:
             return self.add_eqn(atoms, out_aval, primitive, params)
@@ -144,6 +150,38 @@ def convert_constvars_jaxpr(jaxpr):
 
 
 # --- known/unknown partial evaluation --------------------------------------------------------
+
+
+class PartialVal(tuple):
+    """JAX's partial value, a pair ``(aval, const)``: ``(None, value)`` when known,
+    ``(aval, None)`` when only the abstract value is (libraries such as flax build them)."""
+
+    __slots__ = ()
+
+    def __new__(cls, xs):
+        aval, const = xs
+        if (aval is None) == (const is None):
+            raise ValueError(f"PartialVal holds an aval or a known value, not both: {xs!r}")
+        return tuple.__new__(cls, (aval, const))
+
+    @classmethod
+    def known(cls, const):
+        return cls((None, const))
+
+    @classmethod
+    def unknown(cls, aval):
+        return cls((aval, None))
+
+    def is_known(self):
+        return self[0] is None
+
+    def get_known(self):
+        """The known value, or None when unknown."""
+        return self[1] if self[0] is None else None
+
+    def get_aval(self):
+        """The abstract value: the unknown's own, or the known value's."""
+        return get_aval(self[1]) if self[0] is None else self[0]
 
 # prim -> rule(trace, args, params): how a primitive with some unknown operands is split.
 partial_eval_rules = {}
@@ -213,8 +251,17 @@ def partial_eval_jaxpr_nounits(closed, unknowns, instantiate):
 dce_rules = {}
 
 
+# Primitives that take mutable array references (remat.Ref) as operands: the state primitives
+# and the calls that can hand one to their bodies. Any other primitive given one is an error.
+ref_primitives = set()
+# ``writes_ref_operand(eqn)``: whether a call writes a Ref it is given (set by
+# remat.interpreters.discharge), an effect that dead-code elimination must keep
+writes_ref_operand = None
+
+
 def has_effects(eqn):
-    return getattr(eqn.primitive, "has_effects", False)
+    return getattr(eqn.primitive, "has_effects", False) or (
+        writes_ref_operand is not None and writes_ref_operand(eqn))
 
 
 def dce_jaxpr(jaxpr, used_outputs=None, prune_inputs=False):
@@ -428,6 +475,8 @@ def partial_eval_jaxpr_custom(jaxpr, in_unknowns, policy, stage_known_outputs=Fa
             if replayable and decision and all(type(v) is not Var or v in inst
                                                for v in eqn.invars):
                 decision = False
+            if getattr(eqn.primitive, "remat_run_once", False):
+                decision = True  # a write to a mutable array: once, on the forward pass
             if not decision:
                 staged_eqns.append(eqn)  # recomputed on the backward pass
                 for v in eqn.invars:

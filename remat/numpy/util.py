@@ -345,6 +345,11 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0):
     elif dtypes.is_python_scalar(object):
         if d is None:
             out = from_numpy(object, dtypes.python_scalar_dtype(object), weak_type=True)
+        elif type(object) is int and not isinstance(d, dtypes.ExtendedDType):
+            # checked against the dtype asked for, not int32 (``jnp.uint32(2998342421)``):
+            # NumPy's conversion raises OverflowError out of its range, as JAX's does
+            with np.errstate(over="ignore"):
+                out = from_numpy(np.array(object, dtype=d), d)
         else:
             out = lax.convert_element_type(object, d, False)
     elif isinstance(object, (np.ndarray, np.generic)):

@@ -1,0 +1,368 @@
+"""The core fixes JAX-ecosystem libraries needed (equinox, flax, diffrax), each against JAX:
+tracers are ``remat.Array`` instances; ``named_scope`` decorates; the axis-taking batching
+registry and ``PartialVal``; ``vmap`` of arguments with ``None`` subtrees; ``ShapeDtypeStruct``
+with a sharding and as a dtype source; Python ints checked against the dtype asked for; and
+``remat.interpreters.mlir`` reachable from the package."""
+
+import os
+import subprocess
+import sys
+import warnings
+
+import jax
+import jax.extend.core
+import jax.interpreters.batching
+import jax.interpreters.partial_eval
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import remat
+import remat.numpy as jnp
+from remat.extend.core import Primitive
+from remat.interpreters import batching
+from remat.interpreters.partial_eval import PartialVal
+from remat.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# --- 1. a tracer is a remat.Array, as a JAX tracer is a jax.Array -------------------------------
+
+
+def _array_checks(lib, np_):
+    """What ``isinstance(., lib.Array)`` says inside each transformation (and for a token)."""
+    seen = {}
+
+    def probe(name):
+        def f(x):
+            seen[name] = isinstance(x, lib.Array) and isinstance(x, np_.ndarray)
+            return x * 2.0
+        return f
+
+    lib.jit(probe("jit"))(1.0)
+    lib.grad(probe("grad"))(1.0)
+    lib.vmap(probe("vmap"))(np_.ones(2))
+    lib.jvp(probe("jvp"), (1.0,), (1.0,))
+    lib.make_jaxpr(probe("make_jaxpr"))(1.0)
+    lib.grad(lib.checkpoint(probe("checkpoint")))(1.0)
+    lib.lax.scan(lambda c, x: (probe("scan")(c), x), 1.0, np_.ones(2))
+
+    def with_token(x):
+        seen["token"] = isinstance(lib.lax.create_token(), lib.Array)
+        return x
+
+    lib.jit(with_token)(1.0)
+
+    def with_ref(x):
+        seen["ref"] = isinstance(lib.new_ref(x), lib.Array)
+        return x
+
+    lib.jit(with_ref)(np_.ones(2))
+    seen["concrete"] = isinstance(np_.ones(2), lib.Array)
+    seen["numpy"] = isinstance(np.ones(2), lib.Array)
+    seen["scalar"] = isinstance(1.0, lib.Array)
+    seen["tracer_subclass"] = issubclass(lib.core.Tracer, lib.Array)
+    return seen
+
+
+def test_tracers_are_arrays_as_in_jax():
+    ours, theirs = _array_checks(remat, jnp), _array_checks(jax, jjnp)
+    assert ours == theirs
+    assert ours["jit"] and ours["grad"] and ours["scan"] and not ours["token"]
+
+
+def test_concrete_array_paths_unchanged_for_tracers():
+    """remat's own checks for a concrete Array still tell tracers apart."""
+    x = jnp.arange(4.0)
+    f = remat.jit(lambda x, i: x[i] + x ** i)
+    np.testing.assert_allclose(f(x, 2), jjnp.arange(4.0)[2] + jjnp.arange(4.0) ** 2)
+    g = remat.jit(lambda x: (jnp.asarray(x) is x, jnp.array(x) * 1)[1])
+    np.testing.assert_array_equal(g(x), x)
+    seen = []
+    remat.jit(lambda x: seen.append(type(x) is remat.Array) or x)(x)
+    assert seen == [False]  # ``type(x) is Array``: the concrete test
+    assert isinstance(remat.grad(lambda v: jnp.sum(v ** 2))(x), remat.Array)
+
+
+def test_equinox_style_is_array_filters_tracers():
+    """equinox's ``is_array``: ``isinstance(x, (jax.Array, np.ndarray, np.generic))``, used to
+    split a pytree into traced and static parts inside ``jit``."""
+    def split(lib, tree):
+        return [isinstance(leaf, (lib.Array, np.ndarray, np.generic))
+                for leaf in lib.tree_util.tree_leaves(tree)]
+
+    got, want = [], []
+    remat.jit(lambda t: got.append(split(remat, (t, 3, "s"))) or t)(jnp.ones(2))
+    jax.jit(lambda t: want.append(split(jax, (t, 3, "s"))) or t)(jjnp.ones(2))
+    assert got == want == [[True, False, False]]
+
+
+# --- 2. named_scope as a decorator ---------------------------------------------------------------
+
+
+def test_named_scope_decorates_as_in_jax():
+    def build(lib):
+        @lib.named_scope("inner")
+        def inner(x):
+            return x * 2.0
+
+        @lib.named_scope("outer")
+        def outer(x):
+            return inner(x) + 1.0
+
+        return inner, outer
+
+    inner, outer = build(remat)
+    jinner, jouter = build(jax)
+    assert (inner.__name__, outer.__name__) == (jinner.__name__, jouter.__name__)
+    eqns = remat.make_jaxpr(outer)(1.0).eqns
+    jeqns = jax.make_jaxpr(jouter)(1.0).eqns
+    assert ["/".join(e.source_info.name_stack) for e in eqns] == \
+        [str(e.source_info.name_stack) for e in jeqns] == ["outer/inner", "outer"]
+    np.testing.assert_allclose(remat.grad(outer)(3.0), jax.grad(jouter)(3.0))
+    # recursion re-enters the scope per call, and the stack unwinds after each
+    depth = []
+
+    @remat.named_scope("rec")
+    def rec(x, n):
+        depth.append(remat.source_info._name_stack)
+        return x if n == 0 else rec(x + 1.0, n - 1)
+
+    assert float(rec(0.0, 2)) == 2.0
+    assert depth == [("rec",), ("rec", "rec"), ("rec", "rec", "rec")]
+    assert remat.source_info._name_stack == ()
+    with pytest.raises(TypeError):
+        remat.named_scope(3)
+    with pytest.raises(TypeError):
+        jax.named_scope(3)
+
+
+# --- 3. axis_primitive_batchers and PartialVal ---------------------------------------------------
+
+
+def _axis_rule_primitive(lib, np_, batching_mod, calls):
+    """A primitive ``scaled_sum(x) = sum(x) * 2`` whose batching rule is registered in
+    ``axis_primitive_batchers`` (as equinox's ``create_vprim`` does)."""
+    prim = (Primitive if lib is remat else jax.extend.core.Primitive)("scaled_sum_" + lib.__name__)
+    prim.def_impl(lambda x: np_.sum(x) * 2.0)
+    prim.def_abstract_eval(lambda aval: lib.core.ShapedArray((), aval.dtype))
+
+    def rule(axis_size, axis_name, spmd_axis_name, vals, dims):
+        calls.append((axis_size, axis_name, spmd_axis_name, dims))
+        (x,), (d,) = vals, dims
+        return np_.sum(np_.moveaxis(x, d, 0).reshape(x.shape[d], -1), axis=1) * 2.0, 0
+
+    batching_mod.axis_primitive_batchers[prim] = rule
+    return prim
+
+
+def test_axis_primitive_batchers_match_jax():
+    calls, jcalls = [], []
+    prim = _axis_rule_primitive(remat, jnp, batching, calls)
+    jprim = _axis_rule_primitive(jax, jjnp, jax.interpreters.batching, jcalls)
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    out = remat.vmap(prim.bind, in_axes=1, axis_name="i")(jnp.asarray(x))
+    jout = jax.vmap(jprim.bind, in_axes=1, axis_name="i")(jjnp.asarray(x))
+    np.testing.assert_allclose(out, jout)
+    np.testing.assert_allclose(out, [prim.bind(jnp.asarray(col)) for col in x.T])  # a loop
+    assert calls == jcalls == [(4, "i", None, (1,))]
+    np.testing.assert_allclose(remat.jit(remat.vmap(prim.bind))(jnp.asarray(x)), x.sum(1) * 2)
+    with pytest.raises(NotImplementedError, match="Batching rule"):
+        remat.vmap(Primitive("no_rule").bind)(jnp.ones(2))
+
+
+def test_partial_val_matches_jax():
+    JPV = jax.interpreters.partial_eval.PartialVal
+    aval, javal = remat.core.ShapedArray((2,), np.float32), jax.core.ShapedArray((2,), np.float32)
+    known, jknown = PartialVal.known(jnp.ones(2)), JPV.known(jjnp.ones(2))
+    unknown, junknown = PartialVal.unknown(aval), JPV.unknown(javal)
+    assert isinstance(known, tuple) and len(known) == len(jknown) == 2
+    assert (known.is_known(), unknown.is_known()) == (jknown.is_known(), junknown.is_known()) \
+        == (True, False)
+    assert known[0] is None and unknown[1] is None and unknown[0] is aval
+    assert unknown.get_known() is None and junknown.get_known() is None
+    kaval, jkaval = known.get_aval(), jknown.get_aval()
+    assert (kaval.shape, kaval.dtype) == (jkaval.shape, jkaval.dtype) == ((2,), np.float32)
+    assert unknown.get_aval() is aval
+    pv, const = known  # unpacked as flax does: ``for pv, const in out_pvals``
+    assert pv is None and float(const.sum()) == 2.0
+    with pytest.raises(ValueError, match="not both"):
+        PartialVal((aval, jnp.ones(2)))
+
+
+# --- 4. vmap: a None subtree takes no axis -------------------------------------------------------
+
+
+VMAP_NONE_CASES = [
+    # (in_axes, args builder, function)
+    ((None, 0), lambda np_: ({"a": None, "b": np_.arange(3.0)}, np_.ones((2, 3))),
+     lambda t, x: t["b"] * x),
+    (((None, None, None), 0), lambda np_: ((None, np_.ones(3), None), np_.ones((2, 3))),
+     lambda t, x: t[1] + x),
+    ((0, None, 0), lambda np_: (np_.arange(2.0), (None, np_.ones(3), None),
+                                np_.ones((2, 3)) * 2),
+     lambda a, t, x: a + t[1] + x),
+    ((0, {"a": None, "b": 0}), lambda np_: (np_.arange(2.0),
+                                            {"a": None, "b": np_.ones((2, 3))}),
+     lambda a, t: a * t["b"].sum()),
+    ((None, 1), lambda np_: ([None, np_.arange(4.0)], np_.ones((4, 2))),
+     lambda t, x: t[1] @ x),
+]
+
+
+@pytest.mark.parametrize("case", range(len(VMAP_NONE_CASES)))
+def test_vmap_none_subtree_takes_no_axis(case):
+    """Regression: a ``None`` node in an argument gave ``_flatten_axes`` a spurious axis, so
+    the axes of later leaves shifted (or vmap found no mapped axis at all)."""
+    in_axes, args, f = VMAP_NONE_CASES[case]
+    out = remat.vmap(f, in_axes=in_axes)(*args(jnp))
+    jout = jax.vmap(f, in_axes=in_axes)(*args(jjnp))
+    assert out.shape == jout.shape and out.dtype == jout.dtype
+    np.testing.assert_allclose(out, jout)
+    np.testing.assert_allclose(remat.jit(remat.vmap(f, in_axes=in_axes))(*args(jnp)), jout)
+
+
+def test_vmap_none_in_outputs_and_out_axes():
+    out = remat.vmap(lambda x: (None, x * 2), out_axes=(None, 0))(jnp.ones(2))
+    jout = jax.vmap(lambda x: (None, x * 2), out_axes=(None, 0))(jjnp.ones(2))
+    assert out[0] is None and jout[0] is None
+    np.testing.assert_allclose(out[1], jout[1])
+
+    def f(t, x):
+        return {"a": None, "b": x}, t["b"]
+
+    spec = dict(in_axes=({"a": None, "b": None}, 0), out_axes=({"a": None, "b": 1}, None))
+    out = remat.vmap(f, **spec)({"a": None, "b": 3.0}, jnp.ones((2, 3)))
+    jout = jax.vmap(f, **spec)({"a": None, "b": 3.0}, jjnp.ones((2, 3)))
+    assert out[0]["a"] is None and out[0]["b"].shape == jout[0]["b"].shape == (3, 2)
+    assert float(out[1]) == float(jout[1]) == 3.0
+    out = remat.vmap(lambda t: t, in_axes=((0, 0),))((None, jnp.ones(2)))  # 0 for None: no leaf
+    jout = jax.vmap(lambda t: t, in_axes=((0, 0),))((None, jjnp.ones(2)))
+    assert out[0] is None and jout[0] is None and out[1].shape == jout[1].shape == (2,)
+    for bad in [((0, 0, 0),), (({"a": 0}, 0),)]:
+        with pytest.raises(ValueError, match="tree prefix"):
+            remat.vmap(lambda t: t, in_axes=bad)((None, jnp.ones(2)))
+        with pytest.raises(ValueError, match="tree prefix"):
+            jax.vmap(lambda t: t, in_axes=bad)((None, jjnp.ones(2)))
+
+
+# --- 5. ShapeDtypeStruct: sharding, and a dtype source -------------------------------------------
+
+
+def test_shape_dtype_struct_sharding_matches_jax():
+    dev, jdev = remat.devices()[0], jax.devices()[0]
+    plain = remat.ShapeDtypeStruct((2, 3), jnp.float32)
+    jplain = jax.ShapeDtypeStruct((2, 3), jjnp.float32)
+    sharded = remat.ShapeDtypeStruct((2, 3), jnp.float32, sharding=SingleDeviceSharding(dev))
+    jsharded = jax.ShapeDtypeStruct((2, 3), jjnp.float32,
+                                    sharding=jax.sharding.SingleDeviceSharding(jdev))
+    assert plain.sharding is None and jplain.sharding is None
+    assert repr(plain) == repr(jplain) and repr(sharded) == repr(jsharded)
+    assert sharded.sharding == SingleDeviceSharding(dev)
+    assert (sharded == plain) == (jsharded == jplain) == False  # noqa: E712
+    assert sharded == remat.ShapeDtypeStruct((2, 3), np.float32,
+                                             sharding=SingleDeviceSharding(dev))
+    assert hash(sharded) == hash(remat.ShapeDtypeStruct((2, 3), np.float32,
+                                                        sharding=SingleDeviceSharding(dev)))
+    weak = remat.ShapeDtypeStruct((), jnp.float32, weak_type=True)
+    assert repr(weak) == repr(jax.ShapeDtypeStruct((), jjnp.float32, weak_type=True))
+    with pytest.raises(ValueError, match="sharding should be an instance"):
+        remat.ShapeDtypeStruct((2,), jnp.float32, sharding=3)
+    with pytest.raises(ValueError, match="sharding should be an instance"):
+        jax.ShapeDtypeStruct((2,), jjnp.float32, sharding=3)
+    spec = remat.ShapeDtypeStruct((2,), jnp.float32, sharding=PartitionSpec("x"))
+    with pytest.raises(TypeError, match="context mesh cannot be empty"):
+        _ = spec.sharding
+    mesh = Mesh(np.array(remat.devices()), ("x",))
+    with remat.sharding.set_mesh(mesh):
+        assert spec.sharding == NamedSharding(mesh, PartitionSpec("x"))
+    # eval_shape takes it as an argument, whatever its sharding
+    assert remat.eval_shape(lambda x: x * 2, sharded) == plain
+
+
+def test_shape_dtype_struct_like_update_len_match_jax():
+    for x, jx in [(jnp.ones(2), jjnp.ones(2)), (np.ones(2), np.ones(2)), (1.0, 1.0),
+                  (jnp.int8(3), jjnp.int8(3))]:
+        assert repr(remat.ShapeDtypeStruct.like(x)) == repr(jax.ShapeDtypeStruct.like(jx))
+    s, js = remat.ShapeDtypeStruct((2,), jnp.float32), jax.ShapeDtypeStruct((2,), jjnp.float32)
+    assert repr(s.update(shape=(3,))) == repr(js.update(shape=(3,)))
+    assert repr(s.update(weak_type=True)) == repr(js.update(weak_type=True))
+    assert repr(s.update(dtype=np.int32)) == repr(js.update(dtype=np.int32))
+    assert len(s) == len(js) == 2
+    with pytest.raises(TypeError, match="unsized"):
+        len(remat.ShapeDtypeStruct((), jnp.float32))
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        s.update(size=3)
+
+
+class _HasDtype:
+    dtype = np.dtype(np.int16)
+
+
+@pytest.mark.parametrize("args", [
+    lambda lib, np_: (lib.ShapeDtypeStruct((2,), np_.float32),),
+    lambda lib, np_: (lib.ShapeDtypeStruct((2,), np_.float16), 1.0),
+    lambda lib, np_: (lib.ShapeDtypeStruct((2,), np_.float16), np_.float32),
+    lambda lib, np_: (lib.ShapeDtypeStruct((), np_.float32, weak_type=True), np_.float16),
+    lambda lib, np_: (lib.ShapeDtypeStruct((2,), np_.int8), lib.ShapeDtypeStruct((), np_.uint8)),
+    lambda lib, np_: (_HasDtype(),),
+    lambda lib, np_: (_HasDtype(), 1),
+])
+def test_result_type_of_values_with_a_dtype_matches_jax(args):
+    """equinox's closure conversion asks ``jnp.result_type`` of ``ShapeDtypeStruct``s."""
+    assert jnp.result_type(*args(remat, jnp)) == jjnp.result_type(*args(jax, jjnp))
+
+
+# --- 6. a Python int with an explicit dtype is checked against that dtype ------------------------
+
+
+INT_CASES = [(2998342421, "uint32"), (2 ** 32 - 1, "uint32"), (2 ** 32 + 5, "uint32"),
+             (-1, "uint32"), (2 ** 31, "int32"), (-2 ** 31, "int32"), (2 ** 31 - 1, "int32"),
+             (2 ** 40, "int64"), (2 ** 63, "uint64"), (300, "uint8"), (255, "uint8"),
+             (-200, "int8"), (-1, "uint16"), (2 ** 33, "float32"), (2 ** 40, "bfloat16"),
+             (2 ** 40, "complex64"), (5, "bool"), (9, "int4")]
+
+
+def _int_outcome(np_, v, d, how):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # JAX warns for int64 without x64
+        try:
+            if how == "scalar_type":
+                out = getattr(np_, d)(v)
+            elif how == "array":
+                out = np_.array(v, dtype=getattr(np_, d))
+            else:
+                out = np_.asarray(v, getattr(np_, d))
+        except OverflowError as e:
+            return "OverflowError", str(e)
+    return str(out.dtype), np.asarray(out, np.float64 if d != "complex64" else None).tolist(), \
+        out.weak_type
+
+
+@pytest.mark.parametrize("how", ["scalar_type", "array", "asarray"])
+@pytest.mark.parametrize("v,d", INT_CASES)
+def test_python_int_with_explicit_dtype_matches_jax(v, d, how):
+    assert _int_outcome(jnp, v, d, how) == _int_outcome(jjnp, v, d, how)
+
+
+def test_uint32_above_int32_range_under_transformations():
+    """flax folds 32-bit hashes into PRNG keys so: ``jnp.uint32(2998342421)``."""
+    out = remat.jit(lambda k: k + jnp.uint32(2998342421))(jnp.uint32(1))
+    jout = jax.jit(lambda k: k + jjnp.uint32(2998342421))(jjnp.uint32(1))
+    assert out.dtype == jout.dtype == np.uint32 and int(out) == int(jout) == 2998342422
+    key = remat.random.fold_in(remat.random.PRNGKey(0), jnp.uint32(2998342421))
+    jkey = jax.random.fold_in(jax.random.PRNGKey(0), jjnp.uint32(2998342421))
+    np.testing.assert_array_equal(key, jkey)
+
+
+# --- 7. remat.interpreters.mlir reachable from the package --------------------------------------
+
+
+def test_interpreters_package_exposes_mlir():
+    code = ("import remat.interpreters as i, remat.interpreters.mlir as m; "
+            "assert i.mlir is m and callable(i.mlir.register_lowering); print('ok')")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
