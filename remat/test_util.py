@@ -6,6 +6,10 @@ are upcast), so their error is far below the tolerance — unless the function r
 inputs (a float32 scan carry it closes over meets the upcast one): then they run at the inputs'
 own dtypes, as JAX's always do. The AD side runs at the inputs' own dtypes, and the tolerance
 is that dtype's (as JAX's ``default_gradient_tolerance``).
+
+Complex values are checked whole, as JAX's ``public_test_util`` does: random directions are
+complex, finite differences run in complex128, inner products are ``Re <x, y>``, and a VJP is
+checked as ``conj(vjp(conj(ct)))`` (JAX's pullback is the plain transpose).
 """
 
 import functools
@@ -39,6 +43,8 @@ def _to_numpy(tree):
 
 def _upcast(x):
     x = np.asarray(x)
+    if x.dtype.kind == "c":
+        return x.astype(np.complex128)
     return x.astype(np.float64) if x.dtype.kind == "f" else x
 
 
@@ -50,12 +56,15 @@ def rand_like(rng, x):
     x = np.asarray(x)
     if x.dtype.kind not in "fc":
         return np.zeros(x.shape, dtype=np.dtype([("float0", np.void, 0)]))
+    if x.dtype.kind == "c":
+        return (rng.standard_normal(x.shape) + 1j * rng.standard_normal(x.shape)).astype(x.dtype)
     return rng.standard_normal(x.shape).astype(x.dtype)
 
 
 def _vdot(a, b):
     fa, fb = tree_flatten(_to_numpy(a))[0], tree_flatten(_to_numpy(b))[0]
-    return sum(float(np.vdot(x.astype(np.float64).ravel(), y.astype(np.float64).ravel()))
+    return sum(float(np.real(np.vdot(x.astype(np.complex128).ravel(),
+                                     y.astype(np.complex128).ravel())))
                for x, y in zip(fa, fb) if x.dtype.kind in "fc" and y.dtype.kind in "fc")
 
 
@@ -76,7 +85,8 @@ def _central_difference(f, primals, tangents, eps):
         return _to_numpy(f(*args))
 
     plus, minus = shifted(1.0), shifted(-1.0)
-    return tree_map(lambda a, b: (a.astype(np.float64) - b.astype(np.float64)) / (2 * eps)
+    return tree_map(lambda a, b: (a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+                                  - b) / (2 * eps)
                     if a.dtype.kind in "fc" else np.zeros_like(a, np.float64), plus, minus)
 
 
@@ -97,7 +107,8 @@ def check_close(actual, expected, atol, rtol, err_msg=""):
             continue
         if a.dtype.kind == "V":
             continue
-        np.testing.assert_allclose(a.astype(np.float64), np.asarray(e, np.float64),
+        wide = np.complex128 if a.dtype.kind == "c" or np.iscomplexobj(e) else np.float64
+        np.testing.assert_allclose(a.astype(wide), np.asarray(e, wide),
                                    atol=atol, rtol=rtol, err_msg=err_msg)
 
 
@@ -112,13 +123,18 @@ def check_jvp(f, args, atol=None, rtol=None, eps=EPS, err_msg=""):
                 err_msg or "JVP does not match finite differences")
 
 
+def _conj(x):
+    """JAX's check_vjp conjugates the cotangent in and out (a VJP is the plain transpose)."""
+    return np.conj(x) if x.dtype.kind == "c" else x
+
+
 def check_vjp(f, args, atol=None, rtol=None, eps=EPS, err_msg=""):
     """<ct, J t> from the VJP against the same inner product by finite differences."""
     rng = np.random.RandomState(1)
     out, pullback = api.vjp(f, *args)
     tangent = tree_map(functools.partial(rand_like, rng), args)
     ct = tree_map(functools.partial(rand_like, rng), out)
-    ct_in = pullback(ct)
+    ct_in = tree_map(_conj, _to_numpy(pullback(tree_map(_conj, ct))))
     ip = _vdot(tangent, ct_in)
     ip_expected = _vdot(numerical_jvp(f, args, tangent, eps), ct)
     tol = _tolerance(atol, out)

@@ -138,6 +138,25 @@ def _safe_div(ns, x, y):
     return x / (1.0 + y * y)
 
 
+def _ref_accumulate(ns, x, y):
+    """``x * y + sin(x)`` accumulated in a mutable array reference (``new_ref``, ``+=`` on
+    the whole and on one row, ``freeze``): remat's state discharge under every wrapper. JAX
+    computes the same values directly (its checkpoint of a Ref-writing function fails)."""
+    shape = np.broadcast_shapes(x.shape, y.shape)
+    first = ns.jnp.broadcast_to(ns.jnp.sin(x), shape)
+    if ns.is_jax:
+        total = x * y + first
+        return total.at[0].add(1.0) if shape else total + 1.0
+    r = ns.jax.new_ref(ns.jnp.zeros(shape, ns.jnp.result_type(x, y)))
+    r[...] += x * y
+    r[...] += first
+    if shape:
+        r[0] += 1.0
+    else:
+        r[...] += 1.0
+    return ns.jax.freeze(r)
+
+
 def _index_array(n):
     """Three indices into an axis of length ``n``, one repeated (gathers and scatter-adds
     with duplicates)."""
@@ -221,6 +240,38 @@ OPS.update({
     "cumsum": (1, _needs(lambda s, p: len(s) >= 1), lambda ns, x: ns.jnp.cumsum(x, axis=0)),
     "iota": (1, _needs(lambda s, p: len(s) >= 1),
              lambda ns, x: x * ns.jnp.arange(x.shape[-1], dtype=x.dtype)),
+    "ref_accumulate": (2, _broadcast2, _ref_accumulate),
+})
+# Complex numbers inside, real values in and out: ``complex real imag conj abs angle``, complex
+# elementwise math, products and reductions, and their rules under every wrapper. Each keeps its
+# complex values bounded (``tanh`` before an ``exp`` or ``sin`` of an imaginary part) and away
+# from ``abs``/``angle``'s singularity at 0.
+
+
+def _same2(shapes, param):
+    return shapes[0] if shapes[0] == shapes[1] else None
+
+
+def _z(ns, x, y):
+    """``x + i y`` (one shape: ``lax.complex`` does not broadcast)."""
+    return ns.lax.complex(x, y)
+
+
+OPS.update({
+    "c_sin_real": (2, _same2, lambda ns, x, y: ns.jnp.real(ns.jnp.sin(_z(ns, x, ns.jnp.tanh(y))))),
+    "c_exp_imag": (2, _same2, lambda ns, x, y: ns.jnp.imag(
+        ns.jnp.exp(_z(ns, ns.jnp.tanh(x), 0.1 * y)))),
+    "c_abs_product": (2, _same2, lambda ns, x, y: ns.jnp.abs(_z(ns, x, y) * _z(ns, y, x) + 0.5)),
+    "c_conj_square": (2, _same2, lambda ns, x, y: ns.jnp.real(ns.jnp.conj(_z(ns, x, y))
+                                                              * _z(ns, x, y))),
+    "c_angle": (2, _same2, lambda ns, x, y: ns.jnp.angle(_z(ns, 1.0 + x * x, y))),
+    "c_log_abs": (1, _same, lambda ns, x: ns.jnp.real(ns.jnp.log(_z(ns, x, ns.jnp.ones_like(x))))),
+    "c_rotate": (2, _broadcast2, lambda ns, x, y: ns.jnp.imag(
+        (x + 0.5j) * ns.jnp.exp(1j * ns.jnp.tanh(y)))),
+    "c_matmul": (2, _matmul_shape, lambda ns, x, y: ns.jnp.imag(
+        (x * (1.0 + 0.5j)) @ ns.jnp.conj(y * (0.3 - 1.0j) + 0.2j))),
+    "c_sum_sq": (2, lambda sh, p: () if sh[0] == sh[1] else None,
+                 lambda ns, x, y: ns.jnp.real(ns.jnp.sum(_z(ns, x, y) ** 2))),
 })
 # ``const`` (a value of the shape in its param) is never drawn: ``shrink`` puts it in place of
 # statements a failure does not need, keeping every other reference valid.

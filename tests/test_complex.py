@@ -8,7 +8,8 @@ vmap / jit / checkpoint / scan of complex functions.
 Each is checked against NumPy and hard-coded values, and against JAX where it is installed.
 Finite differences (``check_grads``) see complex functions through ``_realified``: a function
 of the real and imaginary parts of its arguments that returns the parts of its outputs, so
-the real derivatives checked pass through every complex rule.
+the real derivatives checked pass through every complex rule; ``check_grads`` itself takes
+complex functions whole (JAX's conventions), tested at the end, wrong rules included.
 """
 
 import warnings
@@ -700,3 +701,91 @@ def _reference_scan(z):
         cs.append(c)
         c = np.sin(c) * x + np.conj(x)
     return c, np.array(cs)
+
+
+# --- check_grads on complex functions itself -------------------------------------------------
+
+CHECKED = {
+    "holomorphic": (lambda z: jnp.exp(z) * z ** 2, 1),
+    "conj_times_sin": (lambda z: jnp.conj(z) * z * jnp.sin(z), 1),
+    "two_arguments": (lambda z, w: z * jnp.conj(w) + jnp.abs(z) ** 2, 2),
+    "real_valued": (lambda z: jnp.abs(z) ** 2 + jnp.angle(z) * jnp.real(z), 1),
+    "parts": (lambda z: lax.complex(lax.imag(z), lax.real(z) ** 2), 1),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize("name", list(CHECKED))
+def test_check_grads_on_complex_functions_directly(name, dtype):
+    """check_grads takes complex arguments and outputs as they are (no realification), in
+    both modes, to second order."""
+    f, n = CHECKED[name]
+    zs = [(Z * s).astype(dtype) for s in (1.0, -0.7j)[:n]]
+    with config.override("jax_enable_x64", dtype == np.complex128):
+        check_grads(f, zs, order=2, modes=("fwd", "rev"))
+
+
+def test_check_grads_real_to_complex_and_mixed_arguments():
+    x = Z.real.copy()
+    check_grads(lambda x: x * (1 + 2j) + jnp.exp(1j * x), (x,), order=2)
+    check_grads(lambda x, z: jnp.sin(x * z) + x, (x, Z), order=2)
+
+
+def _wrong_jvp_square():
+    """``z * z`` whose JVP keeps only the real part of ``2 z dz``: invisible to a check that
+    drops imaginary parts."""
+    @remat.custom_jvp
+    def square(z):
+        return z * z
+
+    @square.defjvp
+    def _(primals, tangents):
+        (z,), (dz,) = primals, tangents
+        return square(z), lax.complex(lax.real(2 * z * dz), lax.full_like(lax.real(z), 0))
+
+    return square
+
+
+def _conjugated_vjp_scale(c):
+    """``z * c`` whose VJP conjugates ``c`` (the convention JAX does not use)."""
+    @remat.custom_vjp
+    def scale(z):
+        return z * c
+
+    scale.defvjp(lambda z: (z * c, None), lambda _, ct: (ct * np.conj(c),))
+    return scale
+
+
+def test_check_grads_catches_wrong_complex_rules():
+    with pytest.raises(AssertionError, match="JVP"):
+        check_grads(_wrong_jvp_square(), (Z,), order=1, modes=("fwd",))
+    c = np.complex64(0.5 + 2j)
+    with pytest.raises(AssertionError, match="VJP"):
+        check_grads(_conjugated_vjp_scale(c), (Z,), order=1, modes=("rev",))
+    # the same functions with the right rules pass
+    check_grads(lambda z: z * z, (Z,), order=1)
+    right = remat.custom_vjp(lambda z: z * c)
+    right.defvjp(lambda z: (z * c, None), lambda _, ct: (ct * c,))
+    check_grads(right, (Z,), order=1, modes=("rev",))
+
+
+def test_check_grads_agrees_with_jaxs_on_the_wrong_rules():
+    """JAX's own check_grads rejects the JAX versions of the same wrong rules."""
+    jax = _jax()
+    from jax.test_util import check_grads as jax_check_grads
+
+    @jax.custom_jvp
+    def square(z):
+        return z * z
+
+    square.defjvp(lambda p, t: (square(p[0]), jax.lax.complex(
+        jax.lax.real(2 * p[0] * t[0]), jax.numpy.zeros_like(jax.lax.real(p[0])))))
+    with pytest.raises(AssertionError):
+        jax_check_grads(square, (Z,), order=1, modes=("fwd",))
+    c = np.complex64(0.5 + 2j)
+    scale = jax.custom_vjp(lambda z: z * c)
+    scale.defvjp(lambda z: (z * c, None), lambda _, ct: (ct * np.conj(c),))
+    with pytest.raises(AssertionError):
+        jax_check_grads(scale, (Z,), order=1, modes=("rev",))
+    jax_check_grads(lambda z: jax.numpy.conj(z) * z * jax.numpy.sin(z), (Z,), order=2)
+    check_grads(lambda z: jnp.conj(z) * z * jnp.sin(z), (Z,), order=2)

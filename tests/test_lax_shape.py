@@ -120,12 +120,10 @@ CASES = {
                     lambda x: np.squeeze(x, (0, 2)), ((1, 3, 1, 2),)),
     "squeeze_negative": Case(S.squeeze_p, lambda L, x: L.squeeze(x, (-1,)),
                              lambda x: x[..., 0], ((3, 1),)),
-    "expand_dims": Case(S.expand_dims_p, lambda L, x: L.expand_dims(x, (0, 3)),
-                        lambda x: np.expand_dims(x, (0, 3)), ((2, 3),),
-                        jax_name="broadcast_in_dim"),
-    "expand_dims_negative": Case(S.expand_dims_p, lambda L, x: L.expand_dims(x, (-1,)),
-                                 lambda x: x[..., None], ((2, 3),),
-                                 jax_name="broadcast_in_dim"),
+    "expand_dims": Case(S.broadcast_in_dim_p, lambda L, x: L.expand_dims(x, (0, 3)),
+                        lambda x: np.expand_dims(x, (0, 3)), ((2, 3),)),
+    "expand_dims_negative": Case(S.broadcast_in_dim_p, lambda L, x: L.expand_dims(x, (-1,)),
+                                 lambda x: x[..., None], ((2, 3),)),
     "rev": Case(S.rev_p, lambda L, x: L.rev(x, (0,)), lambda x: x[::-1], ((3, 4),)),
     "rev_both": Case(S.rev_p, lambda L, x: L.rev(x, (0, 1)), lambda x: x[::-1, ::-1],
                      ((3, 4),)),
@@ -198,7 +196,7 @@ def test_primitive_names_are_jaxs():
     jlax = _jax().lax
     for m in (shape, identity):
         for n in m.__all__:
-            if n.endswith("_p") and n != "expand_dims_p":  # JAX has no expand_dims primitive
+            if n.endswith("_p"):
                 assert getattr(m, n).name == getattr(jlax, n).name, n
 
 

@@ -55,7 +55,8 @@ def _many_primitives(p, h, x):
     i = jnp.argmax(a, axis=1).astype(jnp.float32)[:, None]           # argmax, convert
     d = lax.dynamic_update_slice(a, lax.dynamic_slice(q, (1, 2), (2, 3)), (0, 1))
     k = jnp.arange(a.shape[1], dtype=jnp.float32) * 1e-3            # iota
-    new = 0.5 * (g + d) + 1e-2 * (m + s + t + k + i) + jnp.sqrt(jnp.abs(r) + 1.0)
+    st = jnp.stack([a[0], q[1]])[1][None, :]                          # stack
+    new = 0.5 * (g + d) + 1e-2 * (m + s + t + k + i + st) + jnp.sqrt(jnp.abs(r) + 1.0)
     return new / (1.0 + jnp.abs(new)), jnp.sum(new * new)
 
 
@@ -237,3 +238,29 @@ def test_hot_loops_compile_in_the_background(monkeypatch):
         native.wait()
         assert "ready" in _states(native)
         np.testing.assert_allclose(f(x), first, rtol=1e-6)
+
+
+def test_remaining_reductions(native_loops):
+    def body(c, x):
+        p = jnp.prod(1.0 + 0.1 * c, axis=0)                      # reduce_prod
+        k = jnp.argmin(c, axis=1).astype(jnp.float32)            # argmin
+        a = jnp.any(c > 0.5, axis=1) & jnp.all(c > -2.0, axis=1)  # reduce_or, reduce_and
+        new = c * 0.9 + x + 0.01 * (p + k[:, None] + a[:, None])
+        return new, jnp.max(new, axis=(0, 1)) - jnp.min(new, axis=0)
+
+    xs = np.random.default_rng(1).standard_normal((6, 3, 4)).astype(np.float32)
+    run = remat.jit(lambda c: lax.scan(body, c, xs))
+    python, native_out = _both_tiers(native_loops, run, np.zeros((3, 4), np.float32))
+    _assert_close(native_out, python, 1e-6)
+    assert "ready" in _states(native_loops)
+
+
+def test_effects_in_a_loop_kernel_run_every_iteration_in_order(capsys):
+    def body(c, x):
+        remat.debug.print("step {}", 7)  # invariant operands: still once per iteration
+        remat.debug.print("x {}", x)
+        return c + x, None
+
+    remat.jit(lambda xs: lax.scan(body, np.float32(0), xs)[0])(np.arange(3.0, dtype=np.float32))
+    assert capsys.readouterr().out.splitlines() == [
+        "step 7", "x 0.0", "step 7", "x 1.0", "step 7", "x 2.0"]

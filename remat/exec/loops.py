@@ -44,7 +44,10 @@ def _kernel(loop):
 def _run_kernel(loop, kernel, peak, args):
     """``kernel(*args)`` accounted at the body's modelled peak; the time it took counts
     towards compiling the loop natively."""
-    operands = [native.canonical(a) if type(a) is not int else a for a in args]
+    # (the Python kernel takes the operands as the plans would: their layout decides BLAS's
+    # rounding; a native kernel's argument types need them C-contiguous)
+    operands = args if kernel is loop.python else \
+        [native.canonical(a) if type(a) is not int else a for a in args]
     start = time.perf_counter()
     with memory.held(peak), np.errstate(all="ignore"):
         out = kernel(*operands)

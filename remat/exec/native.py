@@ -1,18 +1,21 @@
-"""The native loop tier: a ``scan`` or ``while_loop`` whose body works on tiny arrays runs as
-one numba-compiled function, the loop inside it, so an iteration costs machine code instead
-of one Python dispatch per primitive.
+"""Loop kernels: a ``scan`` or ``while_loop`` whose body works on tiny arrays is written once
+as one function with the loop inside it, so an iteration costs its NumPy calls (or machine
+code) instead of a plan's per-step dispatch and per-buffer bookkeeping.
 
-A loop becomes native only once it is *hot* (its loops have spent ``HOT_SECONDS`` on the
-generated-Python path) and every equation of its body has a rule (``native_rules``) on
-dtypes numba computes exactly. The kernel compiles on a background thread while the Python
-path keeps running, and is used from the next call on; a kernel that fails to compile leaves
-its loop on the Python path for good. Kernels are written as source files under the cache
-directory (``REMAT_CACHE_DIR``, default ``~/.cache/remat``), named by a hash of their source,
-numba's version and the kernels module, and compiled with numba's on-disk cache: a new
-process loads a loop's machine code in a fraction of a second.
+Two tiers share the writer. The Python tier, used from a loop's first call, calls each
+primitive's impl (or its ufunc) on the values the plans would give it, so its results equal
+the interpreter's bit for bit; loop-invariant work and constants are hoisted before the loop,
+single-use elementwise results nest in their consumer's call, and a zero ``pad`` feeding an
+``add`` becomes a slice-add. The native tier writes every equation from ``native_rules`` and
+compiles the kernel with numba once the loop is *hot* (``HOT_SECONDS`` spent in it), on a
+background thread while the Python tier keeps running; it is used from the next call on, and a
+kernel that fails to compile leaves its loop on the Python tier. Native kernels are written as
+source files under the cache directory (``REMAT_CACHE_DIR``, default ``~/.cache/remat``), named
+by a hash of their source, the helpers module and numba's version, and compiled with numba's
+on-disk cache: a new process loads a loop's machine code in a fraction of a second.
 
 The flag ``remat_native_loops`` (environment ``REMAT_NATIVE_LOOPS=0|1``; default on) turns the
-tier off; without numba installed it is off.
+native tier off; without numba installed it is off.
 """
 
 import contextlib
@@ -30,9 +33,10 @@ import numpy as np
 
 from remat.config import config
 from remat.core import Literal
-from remat.exec import python_kernels
-from remat.exec.native_rules import EXPRESSIONS, NATIVE_DTYPES, rules, shape_src
+from remat.exec.native_rules import EXACT_RULES, EXPRESSIONS, NATIVE_DTYPES, rules, shape_src
 from remat.exec.passes import inline_calls, optimize_jaxpr
+from remat.exec.steps import elementwise_impls
+from remat.interpreters import partial_eval as pe
 from remat.interpreters.partial_eval import convert_constvars_jaxpr
 
 try:
@@ -55,7 +59,9 @@ class _Unsupported(Exception):
 class _Kernel:
     """The source of one kernel function being written."""
 
-    def __init__(self, invariant=()):
+    def __init__(self, invariant=(), native=True):
+        self.native = native  # numba source (rules only), or Python calling the impls
+        self.objects = {}  # the Python tier's namespace: impls, ufuncs and params by name
         self.lines = []
         self.indent = 1
         self.count = 0
@@ -134,12 +140,14 @@ class _Kernel:
         for eqn in jaxpr.eqns:
             name = eqn.primitive.name
             rule = rules.get(name) or self.control_flow.get(name)
+            if not self.native and name not in self.control_flow and name not in EXACT_RULES:
+                rule = _Kernel.call_impl
             if rule is None:
                 raise _Unsupported(name)
             for v in (*eqn.invars, *eqn.outvars):
                 if v.aval.dtype not in NATIVE_DTYPES or math.prod(v.aval.shape) > MAX_ELEMENTS:
                     raise _Unsupported(f"{name} on {v.aval.str_short()}")
-            out = eqn.outvars[0]
+            out = eqn.outvars[0] if eqn.outvars else None
             if name == "pad" and uses.get(out) == 1 and consumer[out].primitive.name == "add" \
                     and _zero_pad(eqn):
                 pads[out] = (read(eqn.invars[0]), _pad_index(eqn))
@@ -159,8 +167,8 @@ class _Kernel:
                 env[out] = acc
                 fresh.add(out)
                 continue
-            if name not in self.control_flow and all(
-                    type(v) is Literal or env[v] in self.invariant for v in eqn.invars):
+            if name not in self.control_flow and not pe.has_effects(eqn) \
+                    and all(type(v) is Literal or env[v] in self.invariant for v in eqn.invars):
                 self.hoist(rule, eqn, [read(v) for v in eqn.invars], env)
                 continue
             srcs = rule(self, eqn, [read(v) for v in eqn.invars])
@@ -169,14 +177,56 @@ class _Kernel:
                 continue
             if srcs is None:
                 raise _Unsupported(f"{name} with these operands")
+            new_array = name in EXPRESSIONS if rule is not _Kernel.call_impl else \
+                self.ufunc_of(eqn) is not None
             for v, src in zip(eqn.outvars, srcs):
-                if name in EXPRESSIONS and v.aval.shape:
+                if new_array and v.aval.shape:
                     fresh.add(v)
                     if uses.get(v) == 1:
                         env[v] = f"({src})" if not src.startswith("(") else src
                         continue
                 env[v] = self.bind(src if v.aval.shape else f"{self.dtype(v.aval.dtype)}({src})")
         return [read(v) for v in jaxpr.outvars]
+
+    def name_object(self, prefix, obj):
+        name = f"{prefix}{len(self.objects)}"
+        self.objects[name] = obj
+        return name
+
+    @staticmethod
+    def ufunc_of(eqn):
+        """The ufunc the equation's impl is, when calling it directly gives the impl's result
+        (no params, the default impl, the result dtype the equation's)."""
+        entry = elementwise_impls.get(eqn.primitive)
+        if entry is None or entry[1] is None or eqn.params or eqn.primitive.impl is not entry[0]:
+            return None
+        try:
+            dtypes = entry[1].resolve_dtypes(tuple(v.aval.dtype for v in eqn.invars)
+                                             + (None,) * entry[1].nout)
+        except (TypeError, ValueError):
+            return None
+        return entry[1] if list(dtypes[-entry[1].nout:]) == [v.aval.dtype for v in
+                                                            eqn.outvars] else None
+
+    def call_impl(self, eqn, ins):
+        """The Python tier: the primitive's own impl (or its ufunc), as the plans run it, so
+        a kernel's results are the interpreter's exactly."""
+        ufunc = self.ufunc_of(eqn)
+        if ufunc is not None:
+            return [f"{self.name_object('u', ufunc)}({', '.join(ins)})"]
+        impl = self.name_object("f", eqn.primitive.impl)
+        args = [f"np.asarray({x})" if not v.aval.shape else x
+                for x, v in zip(ins, eqn.invars)]
+        if eqn.params:
+            args.append(f"**{self.name_object('p', eqn.params)}")
+        call = f"{impl}({', '.join(args)})"
+        if not eqn.outvars:  # run for its effect (a print, a callback), in order
+            self.line(call)
+            return []
+        results = [f"{self.bind(call)}[{i}]" for i in range(len(eqn.outvars))] \
+            if eqn.primitive.multiple_results else [call]
+        return [f"_normalized({r}, {self.dtype(v.aval.dtype)})" if v.aval.shape else r
+                for r, v in zip(results, eqn.outvars)]
 
     def hoist(self, rule, eqn, ins, env):
         """Write an equation of loop-invariant operands once, before the loop."""
@@ -186,6 +236,10 @@ class _Kernel:
             srcs = rule(self, eqn, ins)
             if srcs is None:
                 raise _Unsupported(f"{eqn.primitive.name} with these operands")
+            if eqn.primitive.name in self.control_flow:  # (already bound)
+                env.update(zip(eqn.outvars, srcs))
+                self.invariant.update(srcs)
+                return
             for v, src in zip(eqn.outvars, srcs):
                 env[v] = self.bind(src if v.aval.shape else
                                    f"{self.dtype(v.aval.dtype)}({src})")
@@ -284,10 +338,18 @@ from remat.exec import native_kernels as _k
 """
 
 
-def _python_kernel(source):
-    """The kernel as ordinary Python on NumPy (the helpers in ``python_kernels``)."""
-    namespace = {"np": np, "_k": python_kernels}
-    exec(compile(source, f"<remat loop {_cache_key(source)}>", "exec"), namespace)
+def _normalized(out, dtype):
+    """An impl's result as the plans keep it: an ndarray of the equation's dtype."""
+    if type(out) is not np.ndarray:
+        out = np.asarray(getattr(out, "_buf", out))
+    return out if out.dtype == dtype else out.astype(dtype)
+
+
+def _python_kernel(source, objects):
+    """The kernel as ordinary Python on NumPy (``objects``: the impls and params it calls)."""
+    namespace = {"np": np, "_normalized": _normalized, **objects}
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    exec(compile(source, f"<remat loop {digest}>", "exec"), namespace)
     return namespace["kernel"]
 
 
@@ -299,13 +361,14 @@ def _check_operands(*jaxprs):
                 raise _Unsupported(f"an operand of type {v.aval.str_short()}")
 
 
-def _scan_source(jaxpr, num_consts, num_carry, reverse):
-    """``kernel(length, *consts, *carry, *xs, *ys) -> carry``: the scan, ys written in place."""
+def _scan_source(jaxpr, num_consts, num_carry, reverse, native):
+    """``kernel(length, *consts, *carry, *xs, *ys) -> carry``: the scan, ys written in place.
+    Returns the kernel's source and the objects its namespace needs."""
     _check_operands(jaxpr)
     num_xs = len(jaxpr.invars) - num_consts - num_carry
     num_ys = len(jaxpr.outvars) - num_carry
     consts = [f"k{i}" for i in range(num_consts)]
-    k = _Kernel(consts)
+    k = _Kernel(consts, native)
     carry = [f"c{i}" for i in range(num_carry)]
     xs = [f"xs{i}" for i in range(num_xs)]
     ys = [f"ys{i}" for i in range(num_ys)]
@@ -318,15 +381,15 @@ def _scan_source(jaxpr, num_consts, num_carry, reverse):
     k.carry(carry, outs[:num_carry], [v.aval for v in jaxpr.outvars[:num_carry]])
     k.indent -= 1
     k.line(f"return ({''.join(c + ', ' for c in carry)})")
-    return k.source(["length"] + consts + carry + xs + ys)
+    return k.source(["length"] + consts + carry + xs + ys), k.objects
 
 
-def _while_source(cond, body, cond_nconsts, body_nconsts):
-    """``kernel(*cond_consts, *body_consts, *carry) -> carry``."""
+def _while_source(cond, body, cond_nconsts, body_nconsts, native):
+    """``kernel(*cond_consts, *body_consts, *carry) -> carry`` (and its namespace's objects)."""
     _check_operands(cond, body)
     cconsts = [f"a{i}" for i in range(cond_nconsts)]
     bconsts = [f"b{i}" for i in range(body_nconsts)]
-    k = _Kernel(cconsts + bconsts)
+    k = _Kernel(cconsts + bconsts, native)
     carry = [f"c{i}" for i in range(len(body.outvars))]
     k.line("while True:")
     k.indent += 1
@@ -336,7 +399,7 @@ def _while_source(cond, body, cond_nconsts, body_nconsts):
     k.carry(carry, k.body(body, bconsts + carry), [v.aval for v in body.outvars])
     k.indent -= 1
     k.line(f"return ({''.join(c + ', ' for c in carry)})")
-    return k.source(cconsts + bconsts + carry)
+    return k.source(cconsts + bconsts + carry), k.objects
 
 
 def _zero_pad(eqn):
@@ -398,9 +461,9 @@ class Loop:
     __slots__ = ("source", "python", "spent", "kernel", "state", "error", "thread",
                  "__weakref__")
 
-    def __init__(self, source, error=None):
-        self.source = source
-        self.python = _python_kernel(source) if source is not None else None
+    def __init__(self, python, source, error=None):
+        self.python = python  # the Python tier's kernel, or None (the plans run the loop)
+        self.source = source  # the native kernel's source, or None
         self.spent = 0.0
         self.kernel = None
         self.state = "cold" if source is not None else "unsupported"
@@ -415,7 +478,8 @@ class Loop:
         if self.spent >= HOT_SECONDS:
             self.state = "compiling"
             try:
-                types = tuple(numba.typeof(a) for a in args)
+                types = tuple(numba.typeof(a if type(a) is int else canonical(a))
+                              for a in args)
             except ValueError as e:  # (an operand type numba does not have)
                 self.error, self.state = e.with_traceback(None), "failed"
                 return
@@ -454,31 +518,35 @@ def enabled():
 
 
 def _loop(jaxpr, key, write):
+    """The loop state of a body: ``write(native)`` gives a tier's (source, objects)."""
     table = _loops.setdefault(jaxpr, {})
     loop = table.get(key)
     if loop is None:
-        source = error = None
+        python = source = error = None
         try:
-            source = write()
+            python = _python_kernel(*write(False))
+            if numba is not None:
+                source, _ = write(True)
         except _Unsupported as e:
             error = e.with_traceback(None)  # (its frames would keep the body's consts alive)
-        loop = table[key] = Loop(source, error)
+        loop = table[key] = Loop(python, source, error)
     return loop
 
 
 def scan_loop(closed, num_consts, num_carry, reverse):
     """The native state of a scan over ``closed`` (its consts lead the kernel's operands)."""
-    return _loop(closed, ("scan", num_consts, num_carry, reverse), lambda: _scan_source(
-        optimize_jaxpr(convert_constvars_jaxpr(closed.jaxpr)),
-        len(closed.consts) + num_consts, num_carry, reverse))
+    body = optimize_jaxpr(convert_constvars_jaxpr(closed.jaxpr))
+    return _loop(closed, ("scan", num_consts, num_carry, reverse), lambda native: _scan_source(
+        body, len(closed.consts) + num_consts, num_carry, reverse, native))
 
 
 def while_loop(cond, body, cond_nconsts, body_nconsts):
     """The native state of a while loop (keyed on its body; its cond is part of the key)."""
-    return _loop(body, ("while", cond, cond_nconsts, body_nconsts), lambda: _while_source(
-        optimize_jaxpr(convert_constvars_jaxpr(cond.jaxpr)),
-        optimize_jaxpr(convert_constvars_jaxpr(body.jaxpr)),
-        len(cond.consts) + cond_nconsts, len(body.consts) + body_nconsts))
+    cond_body = optimize_jaxpr(convert_constvars_jaxpr(cond.jaxpr))
+    body_body = optimize_jaxpr(convert_constvars_jaxpr(body.jaxpr))
+    return _loop(body, ("while", cond, cond_nconsts, body_nconsts), lambda native: _while_source(
+        cond_body, body_body, len(cond.consts) + cond_nconsts,
+        len(body.consts) + body_nconsts, native))
 
 
 def wait():

@@ -70,31 +70,23 @@ def sum_all_f64(x):
 
 
 @njit(cache=True)
-def max_rows(rows):
-    out = np.empty(rows.shape[0], rows.dtype)
-    for r in range(rows.shape[0]):
-        acc = rows[r, 0]
-        for k in range(1, rows.shape[1]):
-            v = rows[r, k]
-            if v > acc or v != v:
-                acc = v
-                if v != v:
-                    break
-        out[r] = acc
-    return out
+def _beats(v, acc, largest):
+    return v > acc if largest else v < acc
 
 
 @njit(cache=True)
-def min_rows(rows):
+def extreme_rows(rows, largest):
+    """The largest (or smallest) element of each row; NaN if the row has one, as lax."""
     out = np.empty(rows.shape[0], rows.dtype)
     for r in range(rows.shape[0]):
         acc = rows[r, 0]
         for k in range(1, rows.shape[1]):
             v = rows[r, k]
-            if v < acc or v != v:
+            if v != v:
                 acc = v
-                if v != v:
-                    break
+                break
+            if _beats(v, acc, largest):
+                acc = v
         out[r] = acc
     return out
 
@@ -133,7 +125,9 @@ def all_rows(rows):
 
 
 @njit(cache=True)
-def argmax_rows(rows):
+def arg_extreme_rows(rows, largest):
+    """The index of the largest (or smallest) element of each row: the first NaN's if the row
+    has one, else the first of equal extremes, as lax."""
     out = np.empty(rows.shape[0], np.int64)
     for r in range(rows.shape[0]):
         best = rows[r, 0]
@@ -144,26 +138,7 @@ def argmax_rows(rows):
                 if v != v:
                     at = k
                     break
-                if v > best:
-                    best = v
-                    at = k
-        out[r] = at
-    return out
-
-
-@njit(cache=True)
-def argmin_rows(rows):
-    out = np.empty(rows.shape[0], np.int64)
-    for r in range(rows.shape[0]):
-        best = rows[r, 0]
-        at = 0
-        if best == best:
-            for k in range(1, rows.shape[1]):
-                v = rows[r, k]
-                if v != v:
-                    at = k
-                    break
-                if v < best:
+                if _beats(v, best, largest):
                     best = v
                     at = k
         out[r] = at

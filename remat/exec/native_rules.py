@@ -173,6 +173,12 @@ def _clamp(ctx, eqn, ins):
 
 rules["clamp"] = _clamp
 
+# The rules the Python tier writes too (it calls the impl, or its ufunc, for everything else,
+# so that each value has the layout the plans give it, and with it the same rounding in
+# layout-dependent reductions and BLAS calls: its results are the interpreter's bit for bit).
+# A zero pad consumed by an add is written as a slice-add either way.
+EXACT_RULES = frozenset({"pad", "slice", "rev", "concatenate"})
+
 # Rules whose result is one array expression of their operands (no statements), a new array
 # each time: a single-use result is written inside its consumer's expression (numba fuses
 # array expressions into one loop), and may be updated in place by its consumer.
@@ -219,7 +225,7 @@ def _reshape(ctx, eqn, ins):
     return [reshape_src(ctx, ins[0], eqn.invars[0].aval, _out(eqn).shape)]
 
 
-for _name in ("reshape", "squeeze", "expand_dims"):
+for _name in ("reshape", "squeeze"):
     rules[_name] = _reshape
 
 
@@ -299,12 +305,14 @@ rules["pad"] = _pad
 
 
 def _concatenate(ctx, eqn, ins):
-    if len(ins) == 1:
-        return [ins[0]]
     return [f"np.concatenate(({', '.join(ins)},), axis={eqn.params['dimension']})"]
 
 
 rules["concatenate"] = _concatenate
+rules["unstack"] = lambda ctx, eqn, ins: [
+    f"{ins[0]}[{':, ' * eqn.params['axis']}{j}]" for j in range(len(eqn.outvars))]
+rules["stack"] = lambda ctx, eqn, ins: [
+    f"np.stack(({''.join(x + ', ' for x in ins)}), axis={eqn.params['axis']})"]
 
 
 def _iota(ctx, eqn, ins):
@@ -363,27 +371,24 @@ def _rows(ctx, eqn, x, axes):
     return f"np.ascontiguousarray({moved}).reshape(({outer}, {inner}))"
 
 
-def _reduction(kernel):
+def _reduction(kernel, *extra):
+    """A reduction over ``axes`` by ``native_kernels.<kernel>(rows, *extra)``."""
     def rule(ctx, eqn, ins):
         aval, out = eqn.invars[0].aval, _out(eqn)
         axes = tuple(eqn.params["axes"])
-        if kernel in ("max_rows", "min_rows", "prod_rows", "argmax_rows", "argmin_rows") \
-                and not math.prod(aval.shape[d] for d in axes):
-            return None  # an empty reduction: its identity, left to the NumPy path
-        fn = kernel
-        if kernel == "sum_rows" and np.issubdtype(aval.dtype, np.floating):
+        if kernel == "sum_rows_f64":  # float sums accumulate in float64
+            if not np.issubdtype(aval.dtype, np.floating):
+                return None
             if not out.shape:
                 return [f"_k.sum_all_f64({ins[0]})"]  # (the scalar is cast to the output dtype)
-            if len(axes) == 1 and aval.shape[axes[0]]:
+            if len(axes) == 1:
                 return [f"{ins[0]}.astype(np.float64).sum(axis={axes[0]})"
                         f".astype({ctx.dtype(out.dtype)})"]
-        if kernel == "sum_rows":
-            fn = "sum_rows_f64" if np.issubdtype(aval.dtype, np.floating) else None
-            if fn is None:
-                return None
-        rows = ctx.bind(f"_k.{fn}({_rows(ctx, eqn, ins[0], axes)})")
-        if out.dtype != np.dtype(np.float64) or kernel != "sum_rows":
-            rows = f"{rows}.astype({ctx.dtype(out.dtype)})"
+        elif kernel not in ("any_rows", "all_rows") and \
+                not math.prod(aval.shape[d] for d in axes):
+            return None  # an empty max/min/prod/arg reduction: left to the NumPy path
+        args = ", ".join([_rows(ctx, eqn, ins[0], axes), *extra])
+        rows = ctx.bind(f"_k.{kernel}({args}).astype({ctx.dtype(out.dtype)})")
         return [reshape_src(ctx, rows, _Shape((math.prod(out.shape),), out.dtype), out.shape)]
     return rule
 
@@ -393,14 +398,14 @@ class _Shape:
         self.shape, self.dtype = shape, dtype
 
 
-rules["reduce_sum"] = _reduction("sum_rows")
-rules["reduce_max"] = _reduction("max_rows")
-rules["reduce_min"] = _reduction("min_rows")
+rules["reduce_sum"] = _reduction("sum_rows_f64")
+rules["reduce_max"] = _reduction("extreme_rows", "True")
+rules["reduce_min"] = _reduction("extreme_rows", "False")
 rules["reduce_prod"] = _reduction("prod_rows")
 rules["reduce_or"] = _reduction("any_rows")
 rules["reduce_and"] = _reduction("all_rows")
-rules["argmax"] = _reduction("argmax_rows")
-rules["argmin"] = _reduction("argmin_rows")
+rules["argmax"] = _reduction("arg_extreme_rows", "True")
+rules["argmin"] = _reduction("arg_extreme_rows", "False")
 
 
 def _dot_general(ctx, eqn, ins):

@@ -16,7 +16,7 @@ from remat.interpreters.partial_eval import convert_constvars_jaxpr
 _IDENTITIES = frozenset({"optimization_barrier", "stop_gradient", "name"})
 # Primitives whose impl returns a NumPy view of its first operand: no new buffer. Those that
 # keep the layout give a contiguous view of a contiguous operand (reshape copies otherwise).
-_LAYOUT_VIEWS = frozenset({"reshape", "squeeze", "expand_dims"})
+_LAYOUT_VIEWS = frozenset({"reshape", "squeeze"})
 _STRIDED_VIEWS = frozenset({"transpose", "broadcast_in_dim", "slice", "rev"})
 
 

@@ -835,6 +835,17 @@ def _checkpoint_pe_with_refs(rule):
     return pe_rule
 
 
+def _pe_with_internal_refs(rule):
+    """A loop, branch or call whose bodies create their own Refs: partial evaluation (which
+    splits and hoists their equations) sees those Refs discharged, the signature unchanged."""
+    def pe_rule(trace, args, params):
+        if params_have_state(params):
+            params = _internal_params(params)
+        return rule(trace, args, params)
+
+    return pe_rule
+
+
 def _pe_custom_with_refs(rule):
     """A call split inside a checkpoint: the Refs its bodies create are discharged first."""
     def pe_custom(eqn, *args):
@@ -875,5 +886,8 @@ for _prim in discharge_rules:
             _prim, batching.primitive_batchers[_prim])
 pe.partial_eval_rules[checkpoint_p] = _checkpoint_pe_with_refs(
     pe.partial_eval_rules[checkpoint_p])
+for _prim in discharge_rules:
+    if _prim is not checkpoint_p and _prim in pe.partial_eval_rules:
+        pe.partial_eval_rules[_prim] = _pe_with_internal_refs(pe.partial_eval_rules[_prim])
 for _prim, _rule in list(pe.partial_eval_jaxpr_custom_rules.items()):
     pe.partial_eval_jaxpr_custom_rules[_prim] = _pe_custom_with_refs(_rule)

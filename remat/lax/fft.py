@@ -4,10 +4,8 @@ of type ``FftType.FFT``/``IFFT`` (complex to complex), ``RFFT`` (real to the hal
 single precision), abstract eval, JVP (it is linear), transpose and batching rules.
 
 The transposes are JAX's: an FFT's is an FFT of the same type (the DFT matrix is symmetric);
-RFFT's and IRFFT's weigh the half spectrum by the Hermitian redundancy mask. Where JAX
-conjugates, these use the exact identities ``irfft(conj(y)) = flip(irfft(y))`` and
-``conj(rfft(t)) = rfft(flip(t))`` for real ``t``, with ``flip`` the index reversal
-``k -> -k mod n`` on every transformed axis, so they need no complex ``conj`` primitive.
+RFFT's and IRFFT's weigh the half spectrum by the Hermitian redundancy mask and conjugate
+(JAX's convention for complex cotangents).
 """
 
 import enum
@@ -107,18 +105,6 @@ def _shape(x):
     return core.get_aval(x).shape
 
 
-def _flip_indices(x, num_axes):
-    """``x[..., -k mod n, ...]`` on each of the last ``num_axes`` axes."""
-    nd = len(_shape(x))
-    for axis in range(nd - num_axes, nd):
-        n = _shape(x)[axis]
-        if n > 1:
-            head = lax.slice_in_dim(x, 0, 1, axis=axis)
-            tail = lax.rev(lax.slice_in_dim(x, 1, n, axis=axis), (axis,))
-            x = lax.concatenate([head, tail], axis)
-    return x
-
-
 def _redundancy_mask(like, n, dtype, scale=1.0):
     """``scale`` times the Hermitian redundancy of the half spectrum of length ``n // 2 + 1``:
     1 for the DC (and, for even ``n``, the Nyquist) term, 2 for the others, along the last
@@ -136,17 +122,14 @@ def _redundancy_mask(like, n, dtype, scale=1.0):
 def _fft_transpose(ct, x, *, fft_type, fft_lengths):
     if fft_type == FftType.RFFT:  # N irfft(conj(ct) / mask)
         dtype = core.get_aval(ct).dtype
-        scaled = lax.div(ct, _redundancy_mask(ct, fft_lengths[-1], dtype))
+        scaled = lax.div(lax.conj(ct), _redundancy_mask(ct, fft_lengths[-1], dtype))
         out = fft_p.bind(scaled, fft_type=FftType.IRFFT, fft_lengths=fft_lengths)
-        out = _flip_indices(out, len(fft_lengths))
-        n_total = math.prod(fft_lengths)
-        result = lax.mul(out, lax.full((), n_total, _real_dtype(dtype)))
+        result = lax.mul(out, lax.full((), math.prod(fft_lengths), _real_dtype(dtype)))
     elif fft_type == FftType.IRFFT:  # conj(mask rfft(ct) / N)
-        spectrum = fft_p.bind(_flip_indices(ct, len(fft_lengths)), fft_type=FftType.RFFT,
-                              fft_lengths=fft_lengths)
+        spectrum = fft_p.bind(ct, fft_type=FftType.RFFT, fft_lengths=fft_lengths)
         dtype = core.get_aval(spectrum).dtype
         scale = _redundancy_mask(spectrum, fft_lengths[-1], dtype, 1 / math.prod(fft_lengths))
-        result = lax.mul(spectrum, scale)
+        result = lax.conj(lax.mul(spectrum, scale))
     else:
         result = fft_p.bind(ct, fft_type=fft_type, fft_lengths=fft_lengths)
     return [result]

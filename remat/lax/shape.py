@@ -1,5 +1,6 @@
-"""Shape primitives: broadcast_in_dim, reshape, transpose, squeeze, expand_dims, rev, pad,
-concatenate, iota — with their rules. Reshapes and transposes return NumPy views."""
+"""Shape primitives: broadcast_in_dim, reshape, transpose, squeeze, rev, pad, concatenate,
+iota — with their rules (``expand_dims`` is a ``broadcast_in_dim``, as in JAX). Reshapes and
+transposes return NumPy views."""
 
 import functools
 
@@ -18,7 +19,6 @@ __all__ = [
     "concatenate",
     "concatenate_p",
     "expand_dims",
-    "expand_dims_p",
     "full",
     "full_like",
     "iota",
@@ -271,32 +271,25 @@ def squeeze(array, dimensions):
     return squeeze_p.bind(array, dimensions=dimensions)
 
 
-def _expand_dims_abstract_eval(x, dimensions):
-    shape = list(x.shape)
-    for d in dimensions:
-        shape.insert(d, 1)
-    return ShapedArray(shape, x.dtype, x.weak_type)
-
-
-expand_dims_p = standard_primitive(
-    "expand_dims", lambda x, dimensions: np.expand_dims(x, dimensions), _expand_dims_abstract_eval)
-ad.deflinear2(expand_dims_p, lambda ct, x, dimensions: [reshape(ct, x.aval.shape)])
-
-
-def _expand_dims_batch(vals, dims, dimensions):
-    (x,), (d,) = vals, dims
-    x = batching.moveaxis(x, d, 0)
-    return expand_dims_p.bind(x, dimensions=tuple(a + 1 for a in dimensions)), 0
-
-
-batching.primitive_batchers[expand_dims_p] = _expand_dims_batch
-
-
 def expand_dims(array, dimensions):
-    """Insert size-1 axes at ``dimensions`` (positions in the output)."""
-    out_ndim = core.get_aval(array).ndim + len(dimensions)
-    dimensions = _normalize_axes(dimensions, out_ndim, "expand_dims")
-    return expand_dims_p.bind(array, dimensions=dimensions)
+    """Insert size-1 axes at ``dimensions`` (positions in the output). Staged as the
+    ``broadcast_in_dim`` that adds them, as JAX stages it: there is no expand_dims primitive."""
+    dimensions = tuple(dimensions)
+    if len(set(dimensions)) != len(dimensions):
+        raise ValueError(f"repeated axis in lax.expand_dims: {dimensions}")
+    aval = core.get_aval(array)
+    out_ndim = aval.ndim + len(dimensions)
+    dims = _normalize_axes(dimensions, out_ndim, "expand_dims")
+    if len(dims) != len(dimensions):  # distinct only once made nonnegative
+        raise ValueError(f"repeated axis in lax.expand_dims: "
+                         f"{[int(d) % out_ndim for d in dimensions]}")
+    if not dims and hasattr(array, "aval"):
+        return array
+    shape = list(aval.shape)
+    for d in dims:
+        shape.insert(d, 1)
+    kept = tuple(i for i in range(out_ndim) if i not in dims)
+    return broadcast_in_dim_p.bind(array, shape=tuple(shape), broadcast_dimensions=kept)
 
 
 # --- rev -------------------------------------------------------------------------------------

@@ -9,6 +9,9 @@ import math
 import numpy as np
 
 from remat import core, dtypes, lax
+from remat.api import vmap
+from remat.array import Array
+from remat.call import jit
 from remat.core import Tracer
 from remat.numpy.scalar_types import ndim
 from remat.numpy.util import (
@@ -132,16 +135,36 @@ def broadcast_arrays(*args):
     return [_broadcast_to_shape(x, s) for x in args]
 
 
+def _is_array(arrays):
+    """An array (not a sequence of them): ``concatenate`` and the stacks join its slices."""
+    return isinstance(arrays, (np.ndarray, Array, Tracer))
+
+
 def _as_array_list(arrays, name):
-    if hasattr(arrays, "aval"):
-        return [arrays[i] for i in range(_shape(arrays)[0])] if _shape(arrays) else [arrays]
     arrays = list(arrays)
     _check_arraylike(name, *arrays)
     return arrays
 
 
+def _concatenate_array(arr, axis, dtype):
+    """``concatenate`` of one array's leading slices: a single reshape, as JAX stages it."""
+    arr = _arr(arr) if dtype is None else _convert(_arr(arr), _canon(dtype))
+    s = _shape(arr)
+    if not s or s[0] == 0:
+        raise ValueError("Need at least one array to concatenate.")
+    if axis is None:
+        return lax.reshape(arr, (math.prod(s),))
+    if len(s) == 1:
+        raise ValueError("Zero-dimensional arrays cannot be concatenated.")
+    axis = _canonicalize_axis(axis, len(s) - 1)
+    joined = s[1:axis + 1] + (s[0] * s[axis + 1],) + s[axis + 2:]
+    return lax.reshape(arr, joined, (*range(1, axis + 1), 0, *range(axis + 1, len(s))))
+
+
 def concatenate(arrays, axis=0, dtype=None):
     """Join ``arrays`` along an existing ``axis`` (``axis=None`` flattens them first)."""
+    if _is_array(arrays):
+        return _concatenate_array(arrays, axis, dtype)
     arrays = _as_array_list(arrays, "concatenate")
     if not arrays:
         raise ValueError("Need at least one array to concatenate.")
@@ -173,64 +196,87 @@ concat = concatenate
 
 
 def stack(arrays, axis=0, out=None, dtype=None):
-    """Join ``arrays`` (all of one shape) along a new ``axis``."""
+    """Join ``arrays`` (all of one shape) along a new ``axis``: one ``stack`` primitive (an
+    array's leading slices: a ``concatenate`` of it with an axis added, as in JAX)."""
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.stack is not supported.")
+    if _is_array(arrays):
+        if not _shape(arrays):
+            raise TypeError("len() of unsized object")
+        if not _shape(arrays)[0]:
+            raise ValueError("Need at least one array to stack.")
+        axis = _canonicalize_axis(axis, np.ndim(arrays))
+        return concatenate(expand_dims(arrays, axis + 1), axis, dtype)
     arrays = _as_array_list(arrays, "stack")
     if not arrays:
         raise ValueError("Need at least one array to stack.")
     arrays = [_arr(a) for a in arrays]
-    shapes = {_shape(a) for a in arrays}
-    if len(shapes) > 1:
-        raise ValueError("All input arrays must have the same shape.")
-    nd = len(_shape(arrays[0])) + 1
-    axis = _canonicalize_axis(axis, nd)
+    axis = _canonicalize_axis(axis, len(_shape(arrays[0])) + 1)
     if dtype is None:
         arrays = _promote_dtypes(*arrays)
     else:
         arrays = [_convert(a, _canon(dtype)) for a in arrays]
-    return lax.concatenate([lax.expand_dims(a, (axis,)) for a in arrays], axis)
+    return lax.stack(arrays, axis)  # its shape errors are JAX's
 
 
+def _with_leading_axes(a, rank):
+    """``a`` with size-1 axes put in front up to ``rank`` dimensions (a ``broadcast_in_dim``)."""
+    a = _arr(a)
+    return lax.expand_dims(a, tuple(range(rank - a.ndim))) if a.ndim < rank else a
+
+
+def _atleast_3d(a):
+    a = _arr(a)
+    missing = {0: (0, 1, 2), 1: (0, 2), 2: (2,)}.get(a.ndim, ())
+    return lax.expand_dims(a, missing) if missing else a
+
+
+@jit
 def atleast_1d(*arys):
-    """Each argument viewed with at least one dimension."""
-    out = [reshape(a, (1,)) if ndim(_arr(a)) == 0 else _arr(a) for a in arys]
+    """Each argument with at least one dimension (staged under ``jit``, as in JAX)."""
+    _check_arraylike("atleast_1d", *arys)
+    out = [_with_leading_axes(a, 1) for a in arys]
     return out[0] if len(out) == 1 else out
 
 
+@jit
 def atleast_2d(*arys):
-    """Each argument viewed with at least two dimensions (1-D becomes a row)."""
-    out = []
-    for a in arys:
-        a = _arr(a)
-        out.append(a if a.ndim >= 2 else lax.reshape(a, (1,) * (2 - a.ndim) + _shape(a)))
+    """Each argument with at least two dimensions (1-D becomes a row; staged under ``jit``,
+    as in JAX)."""
+    _check_arraylike("atleast_2d", *arys)
+    out = [_with_leading_axes(a, 2) for a in arys]
     return out[0] if len(out) == 1 else out
 
 
+@jit
 def atleast_3d(*arys):
-    """Each argument viewed with at least three dimensions."""
-    out = []
-    for a in arys:
-        a = _arr(a)
-        s = _shape(a)
-        if len(s) == 0:
-            a = lax.reshape(a, (1, 1, 1))
-        elif len(s) == 1:
-            a = lax.reshape(a, (1, s[0], 1))
-        elif len(s) == 2:
-            a = lax.reshape(a, s + (1,))
-        out.append(a)
+    """Each argument with at least three dimensions (a vector ``v`` becomes ``v[None, :,
+    None]``, a matrix ``m`` becomes ``m[:, :, None]``; staged under ``jit``, as in JAX)."""
+    _check_arraylike("atleast_3d", *arys)
+    out = [_atleast_3d(a) for a in arys]
     return out[0] if len(out) == 1 else out
 
 
 def hstack(tup, dtype=None):
     """Stack along the second axis (the first for 1-D arrays)."""
-    arrs = [atleast_1d(a) for a in _as_array_list(tup, "hstack")]
-    axis = 0 if arrs and arrs[0].ndim == 1 else 1
-    return concatenate(arrs, axis, dtype)
+    if _is_array(tup):
+        arrs = vmap(atleast_1d)(tup)
+        first_ndim = arrs.ndim - 1
+    else:
+        _check_arraylike("hstack", *tup)
+        arrs = [atleast_1d(a) for a in tup]
+        first_ndim = arrs[0].ndim if arrs else 1
+    return concatenate(arrs, 0 if first_ndim == 1 else 1, dtype)
 
 
 def vstack(tup, dtype=None):
     """Stack along the first axis (1-D arrays become rows)."""
-    return concatenate([atleast_2d(a) for a in _as_array_list(tup, "vstack")], 0, dtype)
+    if _is_array(tup):
+        arrs = vmap(atleast_2d)(tup)
+    else:
+        _check_arraylike("vstack", *tup)
+        arrs = [atleast_2d(a) for a in tup]
+    return concatenate(arrs, 0, dtype)
 
 
 row_stack = vstack
@@ -238,15 +284,21 @@ row_stack = vstack
 
 def dstack(tup, dtype=None):
     """Stack along the third axis."""
-    return concatenate([atleast_3d(a) for a in _as_array_list(tup, "dstack")], 2, dtype)
+    if _is_array(tup):
+        arrs = vmap(atleast_3d)(tup)
+    else:
+        _check_arraylike("dstack", *tup)
+        arrs = [atleast_3d(a) for a in tup]
+    return concatenate(arrs, 2, dtype)
 
 
 def column_stack(tup):
     """Stack 1-D arrays as columns (2-D arrays as they are)."""
-    arrs = []
-    for a in _as_array_list(tup, "column_stack"):
-        a = _arr(a)
-        arrs.append(lax.reshape(a, (_shape(a)[0], 1)) if a.ndim == 1 else atleast_2d(a))
+    if _is_array(tup):
+        arrs = vmap(lambda x: atleast_2d(x).T)(tup) if np.ndim(tup) < 3 else tup
+    else:
+        _check_arraylike("column_stack", *tup)
+        arrs = [atleast_2d(a).T if np.ndim(a) < 2 else a for a in map(_arr, tup)]
     return concatenate(arrs, 1)
 
 
@@ -456,11 +508,10 @@ def rollaxis(a, axis, start=0):
 
 
 def unstack(x, /, *, axis=0):
-    """The slices of ``x`` along ``axis``, as a tuple."""
+    """The slices of ``x`` along ``axis``, as a tuple (one ``unstack`` primitive)."""
+    _check_arraylike("unstack", x)
     x = _arr(x)
-    axis = _canonicalize_axis(axis, x.ndim)
-    return tuple(lax.squeeze(_slice_axis(x, axis, i, i + 1), (axis,))
-                 for i in range(_shape(x)[axis]))
+    return tuple(lax.unstack(x, axis))
 
 
 def _block(xs):
@@ -477,11 +528,13 @@ def _block(xs):
     if _any(d != depth for _, d in parts):
         raise ValueError("Mismatched list depths in jax.numpy.block")
     rank = _max(depth, _max(p.ndim for p, _ in parts))
-    arrays = [lax.reshape(p, (1,) * (rank - p.ndim) + _shape(p)) for p, _ in parts]
+    arrays = [_with_leading_axes(p, rank) for p, _ in parts]
     return concatenate(arrays, axis=-depth), depth + 1
 
 
+@jit
 def block(arrays):
     """An array assembled from nested lists of blocks: the innermost lists join along the
-    last axis, the next ones along the second-to-last, and so on (NumPy's ``block``)."""
+    last axis, the next ones along the second-to-last, and so on (NumPy's ``block``; staged
+    under ``jit``, as in JAX)."""
     return _block(arrays)[0]
