@@ -384,6 +384,10 @@ def _run_scan(ns, flags, stmt, env):
 
     if policy is not None and flags.checkpoints:
         step = ns.jax.checkpoint(step, policy=make_policy(ns, policy))
+    if flags.checkpoints and not ns.is_jax and len(body) % 2 == 0:
+        # remat's binomial checkpointing of the loop itself (JAX's scan has no such keyword):
+        # K stored carries, recomputed by the revolve schedule in reverse mode
+        return ns.lax.scan(step, env[carry_ref], env[xs_ref], checkpoints=1 + len(body) % 3)
     return ns.lax.scan(step, env[carry_ref], env[xs_ref])
 
 
@@ -466,7 +470,7 @@ def wrap(ns, flags, wrapper, fn, n_args):
     if kind == "cond":
         return _wrap_cond(ns, wrapper, fn)
     if kind == "fori":
-        return _wrap_fori(ns, fn)
+        return _wrap_fori(ns, flags, fn)
     raise ValueError(f"unknown wrapper {wrapper!r}")
 
 
@@ -507,15 +511,21 @@ def _wrap_cond(ns, wrapper, fn):
     return run
 
 
-def _wrap_fori(ns, fn):
+def _wrap_fori(ns, flags, fn):
     """``LENGTH`` iterations that move every argument by a bounded function of ``fn``'s
-    outputs; returns the final arguments."""
+    outputs; returns the final arguments. With checkpoints on, remat runs it as a
+    reverse-differentiable ``while_loop`` (``max_steps``, 2 online checkpoints)."""
     jnp = ns.jnp
 
     def run(*args):
         def body(i, xs):
             mixed = sum(jnp.sum(o) for o in fn(*xs))
             return tuple(x + 0.25 * jnp.tanh(fit(ns, mixed, x.shape) + i) for x in xs)
+        if flags.checkpoints and not ns.is_jax:
+            i, xs = ns.lax.while_loop(
+                lambda s: s[0] < LENGTH, lambda s: (s[0] + 1, body(s[0], s[1])),
+                (jnp.asarray(0, jnp.int32), tuple(args)), max_steps=LENGTH, checkpoints=2)
+            return xs
         return ns.lax.fori_loop(0, LENGTH, body, tuple(args))
     return run
 

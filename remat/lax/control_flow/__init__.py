@@ -9,8 +9,16 @@ the rules like any operand.
 
 from remat.lax.control_flow.conditionals import cond, cond_p, switch
 from remat.lax.control_flow.loops import fori_loop, map, scan, scan_p, while_loop, while_p
+from remat.lax.control_flow.checkpointed import (  # registers scan/while_loop(checkpoints=)
+    checkpointed_scan_lin_p, checkpointed_scan_p, checkpointed_while_fwd_p,
+    checkpointed_while_lin_p, checkpointed_while_p)
 
 __all__ = [
+    "checkpointed_scan_lin_p",
+    "checkpointed_scan_p",
+    "checkpointed_while_fwd_p",
+    "checkpointed_while_lin_p",
+    "checkpointed_while_p",
     "cond",
     "cond_p",
     "fori_loop",

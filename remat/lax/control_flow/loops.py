@@ -26,6 +26,9 @@ from remat.tree_util import (
     tree_unflatten,
 )
 
+# scan and while_loop with checkpoints, set by remat.lax.control_flow.checkpointed
+checkpointed_scan = checkpointed_while_loop = None
+
 # --- scan ------------------------------------------------------------------------------------
 
 scan_p = Primitive("scan")
@@ -423,11 +426,16 @@ def _strong_carry(init_flat, out_avals):
     return new, changed
 
 
-def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoints=None,
+         memory_budget=None):
     """Loop ``carry, y = f(carry, x)`` over the leading axis of ``xs``, stacking the ``y``.
 
     Differentiating a scan saves its per-iteration residuals stacked, and the backward pass
-    runs as a scan in the opposite direction."""
+    runs as a scan in the opposite direction. With ``checkpoints=K`` (or ``memory_budget``
+    bytes) it keeps only K carries instead: see ``remat.lax.control_flow.checkpointed``."""
+    if checkpoints is not None or memory_budget is not None:
+        return checkpointed_scan(f, init, xs, length, reverse, unroll, checkpoints=checkpoints,
+                                 memory_budget=memory_budget)
     xs_flat, xs_tree = tree_flatten(xs)
     lengths = {core.get_aval(x).shape[0] if core.get_aval(x).shape else None for x in xs_flat}
     if None in lengths:
@@ -631,9 +639,14 @@ batching.primitive_batchers[while_p] = _while_batch
 pe.partial_eval_jaxpr_custom_rules[while_p] = recompute_whole_rule
 
 
-def while_loop(cond_fun, body_fun, init_val):
+def while_loop(cond_fun, body_fun, init_val, *, max_steps=None, checkpoints=None,
+               memory_budget=None):
     """``while cond_fun(val): val = body_fun(val)``, staged as one primitive. Forward-mode
-    differentiable; for reverse mode use ``scan`` or ``fori_loop`` with static bounds."""
+    differentiable; reverse mode with ``max_steps``/``checkpoints``/``memory_budget`` (see
+    ``remat.lax.control_flow.checkpointed``), else use ``scan`` or static ``fori_loop``."""
+    if max_steps is not None or checkpoints is not None or memory_budget is not None:
+        return checkpointed_while_loop(cond_fun, body_fun, init_val, max_steps=max_steps,
+                                       checkpoints=checkpoints, memory_budget=memory_budget)
     init_flat, init_tree = tree_flatten(init_val)
     for _ in range(2):
         avals = [core.get_aval(x) for x in init_flat]
