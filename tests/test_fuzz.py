@@ -78,6 +78,93 @@ REGRESSIONS = [
         ("scan", 1, 3, ("everything",), (
             ("scan", 5, 4, None, (("op", "sigmoid", (3,), None),), (9, 2)),), (5, 7))),
         outs=(6,), wrappers=(("vjp",), ("value_and_grad",)), seed=56591),
+    # a Ref created in a cond branch, around a while loop whose int32 counter adds a weak
+    # literal, all in a checkpoint (x64): discharging the branch re-bound the literal as a
+    # Python int, int64 under x64 ('add requires arguments to have the same dtypes')
+    Program(
+        arg_shapes=((3,),),
+        body=(
+            (
+                "cond",
+                0,
+                (0,),
+                ((), (1,)),
+                (
+                    (
+                        (
+                            "cond",
+                            0,
+                            (0,),
+                            ((), (1,)),
+                            ((("op", "c_log_abs", (1,), None),), (2,)),
+                        ),
+                        (
+                            "cond",
+                            0,
+                            (0,),
+                            ((), (2,)),
+                            (
+                                (
+                                    ("op", "pad", (0,), None),
+                                    ("op", "div", (2, 3), None),
+                                    ("op", "c_matmul", (3, 3), None),
+                                ),
+                                (4,),
+                            ),
+                        ),
+                        (
+                            "scan",
+                            0,
+                            2,
+                            ("only", ("c",)),
+                            (
+                                ("op", "at_add", (1, 5), None),
+                                ("op", "astype_same", (3,), None),
+                                ("op", "at_add", (1, 5), None),
+                            ),
+                            (8, 5),
+                        ),
+                    ),
+                    (1,),
+                ),
+            ),
+            ("op", "name", (1,), "c"),
+            ("op", "sub", (2, 1), None),
+            (
+                "cond",
+                0,
+                (3,),
+                ((("op", "cos", (2,), None),), (2,)),
+                ((("op", "stack", (4, 0), None), ("op", "abs", (1,), None)), (0,)),
+            ),
+            ("op", "sin", (4,), None),
+            (
+                "call",
+                "jit",
+                None,
+                (3, 5, 5),
+                (
+                    (
+                        "scan",
+                        6,
+                        8,
+                        ("offload_names", ("b",), ("c",)),
+                        (("op", "barrier", (2,), None),),
+                        (3, 8),
+                    ),
+                ),
+                (4,),
+            ),
+            ("op", "log1p_sq", (3,), None),
+            ("op", "exp_tanh", (1,), None),
+            ("op", "flip", (8,), None),
+            ("op", "cumsum", (1,), None),
+            ("op", "ref_accumulate", (1, 1), None),
+        ),
+        outs=(11, 1),
+        wrappers=(("checkpoint", ("nothing",), True), ("fori",)),
+        seed=11480,
+    ),
 ]
 
 

@@ -243,8 +243,12 @@ def interpret(jaxpr, consts, args, contents):
 
 
 def _literal(v):
-    """A literal's value, as a Python scalar when it is weakly typed (so it stays weak)."""
-    return v.val.item() if v.aval.weak_type and hasattr(v.val, "item") else v.val
+    """A literal's value with its own type: a weakly typed one as a weak Array of the
+    literal's dtype (a Python scalar would take the default dtype, int64 under x64, where the
+    equation had resolved it to, say, int32)."""
+    if v.aval.weak_type:
+        return core.make_array(np.asarray(v.val, v.aval.dtype), v.aval)
+    return v.val
 
 
 def _eval_eqn(eqn, invals, contents):
