@@ -888,20 +888,8 @@ def while_loop(cond_fun, body_fun, init_val, *, max_steps=None, checkpoints=None
         return init_val
     if max_steps is not None:
         k = min(k, max_steps)
-    for _ in range(2):
-        avals = [core.get_aval(x) for x in init_flat]
-        in_tree = tree_structure((tree_unflatten(init_tree, init_flat),))
-        cond_j, cond_consts, _ = _trace(cond_fun, in_tree, avals, "while_loop cond")
-        out = cond_j.out_avals
-        if len(out) != 1 or out[0].shape != () or out[0].dtype != np.bool_:
-            raise TypeError(f"cond_fun must return a boolean scalar, but got output type(s) "
-                            f"{[a.str_short() for a in out]}.")
-        body_j, body_consts, body_tree = _trace(body_fun, in_tree, avals, "while_loop body")
-        _carry_mismatch(body_fun, init_tree, body_tree, avals, body_j.out_avals,
-                        "while_loop body")
-        init_flat, changed = _strong_carry(init_flat, body_j.out_avals)
-        if not changed:
-            break
+    cond_j, cond_consts, body_j, body_consts, body_tree, init_flat = loops.trace_while(
+        cond_fun, body_fun, init_flat, init_tree)
     outs = checkpointed_while_p.bind(*cond_consts, *body_consts, *init_flat, cond_jaxpr=cond_j,
                                      body_jaxpr=body_j, cond_nconsts=len(cond_consts),
                                      body_nconsts=len(body_consts), max_steps=max_steps,

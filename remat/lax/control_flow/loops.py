@@ -648,10 +648,22 @@ def while_loop(cond_fun, body_fun, init_val, *, max_steps=None, checkpoints=None
         return checkpointed_while_loop(cond_fun, body_fun, init_val, max_steps=max_steps,
                                        checkpoints=checkpoints, memory_budget=memory_budget)
     init_flat, init_tree = tree_flatten(init_val)
+    cond_j, cond_consts, body_j, body_consts, body_tree, init_flat = trace_while(
+        cond_fun, body_fun, init_flat, init_tree)
+    outs = while_p.bind(*cond_consts, *body_consts, *init_flat, cond_jaxpr=cond_j,
+                        body_jaxpr=body_j, cond_nconsts=len(cond_consts),
+                        body_nconsts=len(body_consts))
+    return tree_unflatten(body_tree, outs)
+
+
+def trace_while(cond_fun, body_fun, init_flat, init_tree):
+    """The cond and body of a while loop traced on its carry's types (again once if the body
+    makes a weakly typed carry strong): ``(cond_jaxpr, cond_consts, body_jaxpr, body_consts,
+    body_tree, init_flat)``."""
     for _ in range(2):
         avals = [core.get_aval(x) for x in init_flat]
         in_tree = tree_structure((tree_unflatten(init_tree, init_flat),))
-        cond_j, cond_consts, cond_tree = _trace(cond_fun, in_tree, avals, "while_loop cond")
+        cond_j, cond_consts, _ = _trace(cond_fun, in_tree, avals, "while_loop cond")
         out = cond_j.out_avals
         if len(out) != 1 or out[0].shape != () or out[0].dtype != np.bool_:
             raise TypeError(f"cond_fun must return a boolean scalar, but got output type(s) "
@@ -662,10 +674,7 @@ def while_loop(cond_fun, body_fun, init_val, *, max_steps=None, checkpoints=None
         init_flat, changed = _strong_carry(init_flat, body_j.out_avals)
         if not changed:
             break
-    outs = while_p.bind(*cond_consts, *body_consts, *init_flat, cond_jaxpr=cond_j,
-                        body_jaxpr=body_j, cond_nconsts=len(cond_consts),
-                        body_nconsts=len(body_consts))
-    return tree_unflatten(body_tree, outs)
+    return cond_j, cond_consts, body_j, body_consts, body_tree, init_flat
 
 
 def fori_loop(lower, upper, body_fun, init_val, unroll=None):
