@@ -1247,3 +1247,27 @@ def test_against_jax_error_types():
         traced_bounds(jax, jax.lax)
     with pytest.raises(ValueError, match="Reverse-mode differentiation does not work"):
         traced_bounds(remat, lax)
+
+
+def test_linearize_of_nested_while_loops_with_traced_trip_counts():
+    """The outer loop's partial evaluation splits off its known carries; dead-code elimination
+    must split the inner loop by carry too (it kept the whole inner loop, and the known loop
+    read a tangent carry it did not have: KeyError)."""
+    def loop(n, body, x):
+        return lax.while_loop(lambda s: s[0] < n, lambda s: (s[0] + 1, body(s[1])), (0, x))[1]
+
+    def f(x, n):
+        return loop(n, lambda c: loop(n, lambda c: jnp.sin(c) * 1.5, c), x)
+
+    x, n = np.linspace(0.5, 1.0, 3).astype(np.float32), np.int32(2)
+    want = x
+    for _ in range(4):
+        want = np.sin(want) * 1.5
+    dx = np.ones(3, np.float32)
+    y, f_lin = remat.linearize(lambda x: f(x, n), x)
+    _, jvp_out = remat.jvp(lambda x: f(x, n), (x,), (dx,))
+    np.testing.assert_allclose(y, want, rtol=1e-6)
+    np.testing.assert_allclose(f_lin(dx), jvp_out, rtol=1e-6)
+    eps = 1e-3
+    fd = (np.asarray(f(x + eps, n), np.float64) - np.asarray(f(x - eps, n), np.float64)) / (2 * eps)
+    np.testing.assert_allclose(jvp_out, fd, rtol=2e-2)

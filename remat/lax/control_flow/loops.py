@@ -558,6 +558,10 @@ def _while_partial_eval(trace, args, params):
     # the known carries follow a loop of their own; the staged loop recomputes them
     known = [not u for u in carry_uk]
     body_k, used = pe.dce_jaxpr(body_jaxpr.jaxpr, known)
+    if any(u and not k for u, k in zip(used[body_nconsts:], known)):
+        # the known outputs' equations read an unknown carry (an inner loop that dead-code
+        # elimination cannot split by carry): no separate known loop, stage the whole loop
+        return all_unknown
     keep = [u for u in used[:body_nconsts]] + known
     body_k = ClosedJaxpr(Jaxpr(body_k.constvars,
                                [v for v, k in zip(body_k.invars, keep) if k],
@@ -574,6 +578,39 @@ def _while_partial_eval(trace, args, params):
             cond_nconsts=cond_nconsts, body_nconsts=sum(keep[:body_nconsts]))
     k_it = iter(known_outs)
     return [next(k_it) if k else u for k, u in zip(known, all_unknown)]
+
+
+def _while_dce(used_outputs, eqn):
+    """Only the carries the used outputs, the cond and each other need (to a fixpoint): so
+    a loop inside another's body can be split by carry (the known part of a partially
+    evaluated outer loop never reads an unknown carry through it)."""
+    p = eqn.params
+    cond, body = p["cond_jaxpr"], p["body_jaxpr"]
+    nc, nb = p["cond_nconsts"], p["body_nconsts"]
+    _, cond_used = pe.dce_jaxpr(cond.jaxpr)
+    used_carry = _or(list(used_outputs), cond_used[nc:])
+    while True:
+        _, used_in = pe.dce_jaxpr(body.jaxpr, used_carry)
+        new = _or(used_carry, used_in[nb:])
+        if new == used_carry:
+            break
+        used_carry = new
+    b, used_in = pe.dce_jaxpr(body.jaxpr, used_carry)
+    used_bconsts = used_in[:nb]
+    c = cond.jaxpr
+    new_cond = ClosedJaxpr(Jaxpr(c.constvars, c.invars[:nc] + [
+        v for v, k in zip(c.invars[nc:], used_carry) if k], c.outvars, c.eqns, c.debug_info),
+        cond.consts)
+    new_body = ClosedJaxpr(Jaxpr(b.constvars, [v for v, k in zip(b.invars, used_bconsts +
+                                                               used_carry) if k],
+                                 b.outvars, b.eqns, b.debug_info), _live_consts(body, b))
+    keep_in = [True] * nc + used_bconsts + used_carry
+    new_eqn = eqn.replace(
+        invars=[v for v, k in zip(eqn.invars, keep_in) if k],
+        outvars=[v for v, k in zip(eqn.outvars, used_carry) if k],
+        params=dict(p, cond_jaxpr=new_cond, body_jaxpr=new_body,
+                    body_nconsts=sum(used_bconsts)))
+    return keep_in, new_eqn
 
 
 def _while_transpose(cts, *args, **params):
@@ -637,6 +674,7 @@ ad.primitive_transposes[while_p] = _while_transpose
 pe.partial_eval_rules[while_p] = _while_partial_eval
 batching.primitive_batchers[while_p] = _while_batch
 pe.partial_eval_jaxpr_custom_rules[while_p] = recompute_whole_rule
+pe.dce_rules[while_p] = _while_dce
 
 
 def while_loop(cond_fun, body_fun, init_val, *, max_steps=None, checkpoints=None,
