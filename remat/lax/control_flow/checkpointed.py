@@ -33,11 +33,9 @@ from remat.core import Primitive
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
 from remat.lax.control_flow import loops
-from remat.lax.control_flow.common import _or, _run, _stage, _trace
+from remat.lax.control_flow.common import _or, _run, _stage
 from remat.lax.control_flow.loops import (
-    _carry_mismatch,
     _scan_abstract_eval,
-    _strong_carry,
     scan_p,
 )
 from remat.lax.control_flow.revolve import (
@@ -50,7 +48,7 @@ from remat.lax.control_flow.revolve import (
     floordiv,
     scan_schedule,
 )
-from remat.tree_util import tree_flatten, tree_structure, tree_unflatten
+from remat.tree_util import tree_flatten, tree_unflatten
 
 # --- what the loops share --------------------------------------------------------------------
 
@@ -514,26 +512,9 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoints=
     length = _scan_length(xs_flat, length)
     if length == 0:
         return loops.scan(f, init, xs, length, reverse, unroll)
-    x_avals = [core.get_aval(x).update(shape=core.get_aval(x).shape[1:]) for x in xs_flat]
-
-    def body(carry, x):
-        out = f(carry, x)
-        if not (isinstance(out, tuple) and len(out) == 2):
-            raise TypeError(f"scan body output must be a pair (carry, y), got {out!r}")
-        return out
-
-    for _ in range(2):
-        carry_avals = [core.get_aval(x) for x in init_flat]
-        in_tree = tree_structure((tree_unflatten(init_tree, init_flat),
-                                  tree_unflatten(xs_tree, xs_flat)))
-        jaxpr, consts, out_tree = _trace(body, in_tree, carry_avals + x_avals, "scan")
-        carry_out_tree, y_tree = out_tree.children()
-        n_carry = len(init_flat)
-        _carry_mismatch(f, init_tree, carry_out_tree, carry_avals, jaxpr.out_avals[:n_carry],
-                        "scan body")
-        init_flat, changed = _strong_carry(init_flat, jaxpr.out_avals[:n_carry])
-        if not changed:
-            break
+    jaxpr, consts, carry_out_tree, y_tree, init_flat = loops.trace_scan_body(
+        f, init_flat, init_tree, xs_flat, xs_tree)
+    n_carry = len(init_flat)
     outs = checkpointed_scan_p.bind(
         *consts, *init_flat, *xs_flat, jaxpr=jaxpr, num_consts=len(consts),
         num_carry=n_carry, length=length, reverse=bool(reverse),

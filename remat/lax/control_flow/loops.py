@@ -426,6 +426,32 @@ def _strong_carry(init_flat, out_avals):
     return new, changed
 
 
+def trace_scan_body(f, init_flat, init_tree, xs_flat, xs_tree):
+    """A scan's body traced on the carry's and one x's types (again once if the body makes a
+    weakly typed carry strong): ``(jaxpr, consts, carry_out_tree, y_tree, init_flat)``."""
+    x_avals = [core.get_aval(x).update(shape=core.get_aval(x).shape[1:]) for x in xs_flat]
+
+    def body(carry, x):
+        out = f(carry, x)
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise TypeError(f"scan body output must be a pair (carry, y), got {out!r}")
+        return out
+
+    for _ in range(2):
+        carry_avals = [core.get_aval(x) for x in init_flat]
+        in_tree = tree_structure((tree_unflatten(init_tree, init_flat),
+                                  tree_unflatten(xs_tree, xs_flat)))
+        jaxpr, consts, out_tree = _trace(body, in_tree, carry_avals + x_avals, "scan")
+        carry_out_tree, y_tree = out_tree.children()
+        n_carry = len(init_flat)
+        _carry_mismatch(f, init_tree, carry_out_tree, carry_avals,
+                        jaxpr.out_avals[:n_carry], "scan body")
+        init_flat, changed = _strong_carry(init_flat, jaxpr.out_avals[:n_carry])
+        if not changed:
+            break
+    return jaxpr, consts, carry_out_tree, y_tree, init_flat
+
+
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoints=None,
          memory_budget=None):
     """Loop ``carry, y = f(carry, x)`` over the leading axis of ``xs``, stacking the ``y``.
@@ -453,26 +479,9 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoints=
                              f"{', '.join(str(n) for n in sorted(lengths))}.")
         length = lengths.pop()
     init_flat, init_tree = tree_flatten(init)
-    x_avals = [core.get_aval(x).update(shape=core.get_aval(x).shape[1:]) for x in xs_flat]
-
-    def body(carry, x):
-        out = f(carry, x)
-        if not (isinstance(out, tuple) and len(out) == 2):
-            raise TypeError(f"scan body output must be a pair (carry, y), got {out!r}")
-        return out
-
-    for _ in range(2):
-        carry_avals = [core.get_aval(x) for x in init_flat]
-        in_tree = tree_structure((tree_unflatten(init_tree, init_flat),
-                                  tree_unflatten(xs_tree, xs_flat)))
-        jaxpr, consts, out_tree = _trace(body, in_tree, carry_avals + x_avals, "scan")
-        carry_out_tree, y_tree = out_tree.children()
-        n_carry = len(init_flat)
-        _carry_mismatch(f, init_tree, carry_out_tree, carry_avals,
-                        jaxpr.out_avals[:n_carry], "scan body")
-        init_flat, changed = _strong_carry(init_flat, jaxpr.out_avals[:n_carry])
-        if not changed:
-            break
+    jaxpr, consts, carry_out_tree, y_tree, init_flat = trace_scan_body(
+        f, init_flat, init_tree, xs_flat, xs_tree)
+    n_carry = len(init_flat)
     outs = scan_p.bind(*consts, *init_flat, *xs_flat, jaxpr=jaxpr, num_consts=len(consts),
                        num_carry=len(init_flat), length=length, reverse=bool(reverse),
                        unroll=int(unroll) if not isinstance(unroll, bool) else int(unroll))
