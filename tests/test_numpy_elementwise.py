@@ -483,3 +483,23 @@ def test_binary_with_python_scalars(name):
                 if name == "nextafter":
                     expected = BINARY[name](*[np.asarray(a, np.float32) for a in args])
                 _close(out, expected, out.dtype if out.dtype != np.bool_ else np.float32)
+
+
+@pytest.mark.parametrize("name", ["floor_divide", "remainder", "fmod", "divmod"])
+@pytest.mark.parametrize("dtype", ["int8", "int32", "uint8", "uint32"])
+def test_integer_division_by_zero_and_overflow_matches_jax(name, dtype):
+    """XLA's integer division by zero (and of the minimum by -1) has defined results; jnp's
+    floor_divide/remainder/fmod/divmod build on them as JAX does (``3 // 0 == -2``,
+    ``x % 0 == 0``)."""
+    jax = pytest.importorskip("jax")
+    info = np.iinfo(dtype)
+    vals = sorted({0, 1, 3, 7, int(info.max), int(info.min)} |
+                  ({-1, -3, -7} if info.min < 0 else set()))
+    x = np.array([a for a in vals for _ in vals], dtype)
+    y = np.array([b for _ in vals for b in vals], dtype)
+    ours = getattr(jnp, name)(jnp.asarray(x), jnp.asarray(y))
+    theirs = getattr(jax.numpy, name)(x, y)
+    for a, b in zip(ours if name == "divmod" else [ours],
+                    theirs if name == "divmod" else [theirs]):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

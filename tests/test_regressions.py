@@ -104,3 +104,17 @@ def _scan_loss(w, xs):
 
     c, ys = lax.scan(body, jnp.zeros(3), xs)
     return jnp.sum(c) + jnp.sum(jnp.cos(ys))
+
+
+@pytest.mark.parametrize("make, want", [
+    (lambda: jnp.full((), 2998342421, jnp.uint32), np.uint32(2998342421)),
+    (lambda: jnp.full((2,), 2**32 - 1, jnp.uint32), np.full(2, 2**32 - 1, np.uint32)),
+    (lambda: lax.convert_element_type(2**31 + 3, jnp.uint32), np.uint32(2**31 + 3)),
+    (lambda: remat.jit(lambda: jnp.full((), 2**31 + 5, jnp.uint32))(), np.uint32(2**31 + 5)),
+])
+def test_python_int_beyond_int32_fills_a_wider_dtype(make, want):
+    """A Python int is taken at full width when a dtype is given: 2**31 fits a uint32 even
+    though it is no int32 (found converting a PRNG seed)."""
+    got = make()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(np.asarray(got), want)

@@ -769,7 +769,10 @@ def convert_element_type(operand, new_dtype, weak_type=False):
     """``operand`` cast to ``new_dtype``; concrete operands are converted eagerly. A complex
     operand cast to a real dtype keeps its real part, with JAX's ComplexWarning."""
     new_dtype = dtypes.canonicalize_dtype(new_dtype)
-    if dtypes.kind(new_dtype) != "c" and dtypes.kind(core.get_aval(operand).dtype) == "c":
+    # a Python scalar's own dtype is not asked for: 2**31 is a valid uint32 but no int32
+    operand_is_complex = (type(operand) is complex if dtypes.is_python_scalar(operand)
+                          else dtypes.kind(core.get_aval(operand).dtype) == "c")
+    if dtypes.kind(new_dtype) != "c" and operand_is_complex:
         warnings.warn("Casting complex values to real discards the imaginary part",
                       np.exceptions.ComplexWarning, stacklevel=2)
     if not isinstance(operand, core.Tracer) and not hasattr(operand, "_buf"):

@@ -75,7 +75,7 @@ def full(shape, fill_value, dtype=None, *, device=None):
     s = _checked_shape(shape, "full")
     if type(fill_value) is builtins.bool:
         fill_value = np.bool_(fill_value)
-    if ndim(fill_value) == 0:
+    if dtypes.is_python_scalar(fill_value) or ndim(fill_value) == 0:
         return lax.full(s, fill_value, None if dtype is None else _canon(dtype))
     return broadcast_to(asarray(fill_value, dtype=dtype), s)
 

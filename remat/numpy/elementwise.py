@@ -298,11 +298,11 @@ def floor_divide(x1, x2, /):
     if d.kind == "u":
         return lax.div(x1, x2)
     if d.kind == "i":
+        # As JAX: by signs, so that x // 0 is XLA's quotient (-1) adjusted down (-2 for x > 0)
         q = lax.div(x1, x2)
         zero = _scalar_like(x1, 0)
         r = lax.rem(x1, x2)
-        fix_down = lax.bitwise_and(lax.ne(r, zero),
-                                   lax.ne(lax.lt(x1, zero), lax.lt(x2, zero)))
+        fix_down = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.sign(x1), lax.sign(x2)))
         return lax.select(fix_down, lax.sub(q, _scalar_like(q, 1)), q)
     return _float_divmod(x1, x2)[0]
 
@@ -320,6 +320,7 @@ def _float_divmod(x1, x2):
 def remainder(x1, x2, /):
     """Elementwise remainder with the sign of the divisor (Python's ``%``)."""
     x1, x2 = _promote_args_numeric("remainder", x1, x2)
+    x2 = _nonzero_integer_divisor(x2)
     if _dtype(x1).kind == "u":
         return lax.rem(x1, x2)
     r = lax.rem(x1, x2)
@@ -334,7 +335,15 @@ mod = remainder
 def fmod(x1, x2, /):
     """Elementwise remainder with the sign of the dividend (C's ``fmod``)."""
     x1, x2 = _promote_args_numeric("fmod", x1, x2)
-    return lax.rem(x1, x2)
+    return lax.rem(x1, _nonzero_integer_divisor(x2))
+
+
+def _nonzero_integer_divisor(x2):
+    """An integer divisor with its zeros replaced by ones: as JAX, ``x % 0`` is 0."""
+    if _dtype(x2).kind not in "iu":
+        return x2
+    one = lax.full_like(x2, 1)
+    return lax.select(lax.eq(x2, lax.full_like(x2, 0)), one, x2)
 
 
 def divmod(x1, x2, /):  # noqa: A001
