@@ -513,6 +513,14 @@ class Literal:
     def __repr__(self):
         return f"Literal({self.val})"
 
+    def bindable(self):
+        """The value to bind, with the literal's own type: a weakly typed one as a weak Array
+        of its dtype (a Python scalar would take the default dtype, int64 under x64, where the
+        equation had resolved it to, say, int32)."""
+        if self.aval.weak_type:
+            return make_array(np.asarray(self.val, self.aval.dtype), self.aval)
+        return self.val
+
 
 class JaxprEqn:
     __slots__ = ("invars", "outvars", "primitive", "params", "source_info")
@@ -622,7 +630,7 @@ def eval_jaxpr(jaxpr, consts, *args):
     saved_info = source_info._override
     try:
         for eqn, frees in zip(jaxpr.eqns, free_plan):
-            invals = [v.val if type(v) is Literal else env[v] for v in eqn.invars]
+            invals = [v.bindable() if type(v) is Literal else env[v] for v in eqn.invars]
             if eqn.source_info is not None:
                 source_info._override = eqn.source_info
             outs = eqn.primitive.bind(*invals, **eqn.params)
@@ -635,7 +643,7 @@ def eval_jaxpr(jaxpr, consts, *args):
                 env.pop(v, None)
     finally:
         source_info._override = saved_info
-    return [v.val if type(v) is Literal else env[v] for v in jaxpr.outvars]
+    return [v.bindable() if type(v) is Literal else env[v] for v in jaxpr.outvars]
 
 
 def jaxpr_as_fun(closed_jaxpr):

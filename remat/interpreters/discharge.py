@@ -232,23 +232,14 @@ def interpret(jaxpr, consts, args, contents):
         env[v] = _Handle(c, c.aval) if type(c) is Ref and c in contents else c
     env.update(zip(jaxpr.invars, args))
     for eqn in jaxpr.eqns:
-        invals = [_literal(v) if type(v) is Literal else env[v] for v in eqn.invars]
+        invals = [v.bindable() if type(v) is Literal else env[v] for v in eqn.invars]
         with source_info.override(eqn.source_info):
             outs = _eval_eqn(eqn, invals, contents)
         if eqn.primitive.multiple_results:
             env.update(zip(eqn.outvars, outs))
         else:
             env[eqn.outvars[0]] = outs
-    return [_literal(v) if type(v) is Literal else env[v] for v in jaxpr.outvars]
-
-
-def _literal(v):
-    """A literal's value with its own type: a weakly typed one as a weak Array of the
-    literal's dtype (a Python scalar would take the default dtype, int64 under x64, where the
-    equation had resolved it to, say, int32)."""
-    if v.aval.weak_type:
-        return core.make_array(np.asarray(v.val, v.aval.dtype), v.aval)
-    return v.val
+    return [v.bindable() if type(v) is Literal else env[v] for v in jaxpr.outvars]
 
 
 def _eval_eqn(eqn, invals, contents):
