@@ -34,6 +34,7 @@ from remat import ad_checkpoint
 from remat.callback import io_callback, pure_callback
 from remat import nn, random
 from remat.ad_checkpoint import checkpoint, checkpoint_policies, remat
+from remat.budgeted_remat import auto_remat
 from remat import debug, scipy, tree, stages, version
 from remat import experimental, sharding, typing  # as `import jax` does
 from remat.devices import Device
@@ -95,3 +96,7 @@ from remat.config import (
 from remat import ref
 from remat.ref import Ref, empty_ref, free_ref, freeze, new_ref
 from remat.api import fwd_and_bwd
+from remat import distributed
+from remat.pmap import pmap
+from remat.shard_map import shard_map
+from remat.sharding import make_mesh

@@ -12,7 +12,7 @@ everything else the backward pass needs, and nothing more (DCE).
 import functools
 import logging
 
-from remat import checkpoint_policies, core, exec
+from remat import budget_policy, checkpoint_policies, core, exec
 from remat.api_util import (
     HashableByIdentity,
     TraceCache,
@@ -426,6 +426,12 @@ def _describe_eqn(eqn):
 
 def saved_residuals(f, *args, **kwargs):
     """``[(aval, description)]`` of the values ``grad``/``vjp`` of ``f`` would save."""
+    return _residuals_and_choices(f, args, kwargs)[0]
+
+
+def _residuals_and_choices(f, args, kwargs):
+    """The residual descriptions, and what memory budgets chose on the way (a value a budget
+    saved says so, with its bytes and recompute cost)."""
     flat_args, in_tree = tree_flatten((args, kwargs))
     names = arg_names(f, args, kwargs)
 
@@ -435,9 +441,23 @@ def saved_residuals(f, *args, **kwargs):
         return list(linear.consts)
 
     avals = [abstractify(x, n) for x, n in zip(flat_args, names)]
-    jaxpr = pe.trace_to_jaxpr(residuals_of, avals, core.DebugInfo(fun_name(f), names,
-                                                                   "saved_residuals")).jaxpr
-    return _describe_residuals(jaxpr, names)
+    with budget_policy.recording() as choices:
+        jaxpr = pe.trace_to_jaxpr(residuals_of, avals, core.DebugInfo(
+            fun_name(f), names, "saved_residuals")).jaxpr
+    residuals = _describe_residuals(jaxpr, names)
+    by_budget = {}
+    for choice in choices:
+        for eqn, size, cost in getattr(choice, "saved", ()):
+            for v in eqn.outvars:
+                by_budget[(v.aval.str_short(), eqn.primitive.name, str(eqn.source_info))] = \
+                    f" (chosen by {choice.policy!r}: {size} bytes, recompute cost {cost:.4g})"
+    described = []
+    for aval, src in residuals:
+        match = next((why for (a, prim, where), why in by_budget.items()
+                      if a == aval.str_short() and src.endswith(where)
+                      and f"of {prim} from" in src), "")
+        described.append((aval, src + match))
+    return described, choices
 
 
 def _describe_residuals(jaxpr, names):
@@ -511,7 +531,7 @@ def _offload_source(jaxpr, offload_eqn):
 
 def print_saved_residuals(f, *args, **kwargs):
     """Print what ``grad``/``vjp`` of ``f`` would save, one value per line, then the total."""
-    residuals = saved_residuals(f, *args, **kwargs)
+    residuals, choices = _residuals_and_choices(f, args, kwargs)
     total = 0
     for aval, src in residuals:
         print(f"{aval.str_short()} {src}")
@@ -520,3 +540,5 @@ def print_saved_residuals(f, *args, **kwargs):
     offloaded = sum(a.nbytes for a, s in residuals if s.startswith("offloaded"))
     extra = f" (+{offloaded} bytes offloaded)" if offloaded else ""
     print(f"total: {total} bytes saved in {len(residuals)} residuals{extra}")
+    for choice in dict.fromkeys(choices):  # what each memory budget chose, and why
+        print(choice.format())

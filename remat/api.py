@@ -3,7 +3,7 @@
 import contextlib
 import functools
 
-from remat import core, dtypes, lax, source_info
+from remat import core, dtypes, lax, named_axes, source_info
 from remat.api_util import (
     ShapeDtypeStruct,
     abstractify,
@@ -44,12 +44,16 @@ def _trace_user_fun(fun, args, kwargs, static_argnums, traced_for):
     return closed, store.tree
 
 
-def make_jaxpr(fun, static_argnums=(), return_shape=False):
-    """``make_jaxpr(f)(*args)``: the ClosedJaxpr of ``f`` at the shapes of ``args``."""
+def make_jaxpr(fun, static_argnums=(), return_shape=False, axis_env=None):
+    """``make_jaxpr(f)(*args)``: the ClosedJaxpr of ``f`` at the shapes of ``args``;
+    ``axis_env`` (``[(name, size), ...]``) binds named axes for its collectives."""
     check_callable(fun)
 
     def make_jaxpr_f(*args, **kwargs):
-        closed, out_tree = _trace_user_fun(fun, args, kwargs, static_argnums, "make_jaxpr")
+        with contextlib.ExitStack() as axes:
+            for name, size in axis_env or ():
+                axes.enter_context(named_axes.extend_axis_env(name, size))
+            closed, out_tree = _trace_user_fun(fun, args, kwargs, static_argnums, "make_jaxpr")
         if return_shape:
             shapes = [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type) for a in closed.out_avals]
             return closed, tree_unflatten(out_tree, shapes)
@@ -601,7 +605,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None):
                              + "\n".join(lines))
         size = sizes.pop()
         flat_fun, store = flatten_fun_nokwargs(fun, in_tree)
-        with core.new_trace(batching.BatchTrace, size, axis_name) as trace:
+        with named_axes.batch_axis_env(axis_name, size), \
+                core.new_trace(batching.BatchTrace, size, axis_name) as trace:
             ins = [x if ax is None else batching.BatchTracer(trace, x, ax)
                    for x, ax in zip(flat_args, axes)]
             outs = flat_fun(*ins)

@@ -5,12 +5,14 @@ A policy is called as ``policy(prim, *avals, **params)`` on each equation whose 
 backward pass needs, and answers ``True``/``Saveable`` (keep), ``False``/``Recompute``, or an
 ``Offloadable`` (keep, out of working memory). The name-based policies are data (frozen
 dataclasses naming the values they save, as JAX's ``jax_remat3`` policies), so a
-``custom_remat`` rule can read what its enclosing checkpoint saves.
+``custom_remat`` rule can read what its enclosing checkpoint saves. ``memory_budget`` (beyond
+JAX, in ``remat.budget_policy``) decides per checkpoint against a memory budget.
 """
 
 from dataclasses import dataclass
 
 from remat import lax
+from remat.budget_policy import MemoryBudget, memory_budget
 from remat.interpreters.partial_eval import (
     Offloadable,
     Recompute,
@@ -25,7 +27,8 @@ __all__ = [
     "offload_dot_with_no_batch_dims", "save_and_offload_only_these_names",
     "save_any_names_but_these", "save_anything_except_these_names", "save_from_both_policies",
     "save_only_these_names", "SaveOnlyTheseNames", "SaveAnyNamesButThese",
-    "SaveAndOffloadOnlyTheseNames", "Offloadable", "Recompute", "Saveable",
+    "SaveAndOffloadOnlyTheseNames", "Offloadable", "Recompute", "Saveable", "memory_budget",
+    "MemoryBudget",
 ]
 
 

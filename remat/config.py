@@ -40,7 +40,7 @@ def _parse(name, value, default):
     """``value`` as the type of the flag's default (bool flags take JAX's spellings)."""
     if name in _CHOICES:
         return _parse_choice(name, value)
-    if name in _OBJECTS:
+    if name in _OBJECTS or (value is None and default is None):
         return value
     if isinstance(default, bool):
         return value.strip().lower() in _TRUE if isinstance(value, str) else bool(value)
@@ -72,6 +72,9 @@ class Config:
         # loops of tiny arrays compiled with numba once hot (remat.exec.native); no effect
         # without numba installed
         "remat_native_loops": ("REMAT_NATIVE_LOOPS", True),
+        # local CPU devices (pmap, shard_map); unset: XLA_FLAGS'
+        # --xla_force_host_platform_device_count, else 1 (remat.devices)
+        "remat_num_cpu_devices": ("REMAT_NUM_CPU_DEVICES", None),
         # the most traces one jitted (or checkpointed) function keeps, least recently used
         # evicted first: JAX's bound on its trace caches
         "trace_cache_size": ("JAX_TRACE_CACHE_SIZE", 4096),

@@ -3,6 +3,7 @@ Genesis and Exodus, once per rematerialization policy, and show what each policy
 much memory a training step peaks at, and what it costs in time.
 
     python -m remat.demo [--steps N] [--policy NAME ...] [--out DIR]
+    mpiexec -n 2 python -m remat.demo --data-parallel [--reference]
 
 The same initialization, batches and dropout keys are used under every policy, so the final
 losses agree (up to float rounding): rematerialization changes memory and time, never values.
@@ -19,7 +20,7 @@ import numpy as np
 
 import remat
 import remat.numpy as jnp
-from remat import checkpoint_policies, memory, nn, random
+from remat import checkpoint_policies, distributed, lax, memory, nn, random
 from remat.ad_checkpoint import checkpoint_name, print_saved_residuals, saved_residuals
 
 CORPUS = os.path.join(os.path.dirname(__file__), "data", "kjv_genesis_exodus.txt")
@@ -94,10 +95,17 @@ def layer_norm(x, p, eps=1e-5):
     return (x - mean) * (p["g"] / jnp.sqrt(var + eps)) + p["b"]
 
 
-def dropout(key, x, rate, training):
+def dropout(key, x, rate, training, shard=None):
+    """``shard=(first, batch)``: ``x`` holds rows ``first:`` of a batch of ``batch`` examples;
+    the mask is drawn for the whole batch and sliced, so a data-parallel step drops what the
+    single-process step on the whole batch drops."""
     if not training or rate == 0.0:
         return x
-    keep = random.bernoulli(key, 1.0 - rate, x.shape)
+    if shard is None:
+        keep = random.bernoulli(key, 1.0 - rate, x.shape)
+    else:
+        first, batch = shard
+        keep = random.bernoulli(key, 1.0 - rate, (batch,) + x.shape[1:])[first:first + len(x)]
     return jnp.where(keep, x / (1.0 - rate), 0.0)
 
 
@@ -120,17 +128,18 @@ def attention(x, p, n_heads):
     return checkpoint_name(out @ p["proj"], "attention_out")
 
 
-def block(x, p, key, training, n_heads, rate):
+def block(x, p, key, training, n_heads, rate, shard=None):
     k1, k2 = random.split(key)
-    x = x + dropout(k1, attention(layer_norm(x, p["ln1"]), p, n_heads), rate, training)
+    x = x + dropout(k1, attention(layer_norm(x, p["ln1"]), p, n_heads), rate, training, shard)
     hidden = nn.gelu(layer_norm(x, p["ln2"]) @ p["up"])
-    return x + dropout(k2, hidden @ p["down"], rate, training)
+    return x + dropout(k2, hidden @ p["down"], rate, training, shard)
 
 
-def make_forward(policy_name, n_heads, dropout_rate):
-    """Logits of the model, with each block wrapped according to the policy."""
+def make_forward(policy_name, n_heads, dropout_rate, shard=None):
+    """Logits of the model, with each block wrapped according to the policy (``shard``: see
+    ``dropout``)."""
     policy = POLICIES[policy_name]
-    block_fn = functools.partial(block, n_heads=n_heads, rate=dropout_rate)
+    block_fn = functools.partial(block, n_heads=n_heads, rate=dropout_rate, shard=shard)
     if policy_name != "none":
         block_fn = remat.checkpoint(block_fn, policy=policy, static_argnums=(3,))
 
@@ -247,6 +256,13 @@ def parse_args(argv):
                         metavar="NAME", help=f"policies to run (one or more of: "
                         f"{', '.join(POLICIES)}; default: all)")
     parser.add_argument("--out", default="demo_output", help="directory for the memory plot")
+    parser.add_argument("--data-parallel", action="store_true",
+                        help="train data-parallel over the MPI job's processes (launch with "
+                        "mpiexec -n N; the batch is split across them, gradients averaged); "
+                        "uses the first --policy given, 'checkpoint' by default")
+    parser.add_argument("--reference", action="store_true",
+                        help="with --data-parallel: rank 0 also trains on the whole batch in "
+                        "one process and prints both runs' losses")
     args = parser.parse_args(argv)
     if args.steps < 2:
         parser.error(f"--steps must be at least 2, got {args.steps}")
@@ -255,6 +271,8 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.data_parallel:
+        return main_data_parallel(args)
     text, chars, tokens = load_corpus()
     config = dict(CONFIG)
     print(f"remat demo: a {config['n_layers']}-block transformer (d={config['d_model']}, "
@@ -299,6 +317,89 @@ def main(argv=None):
         print(f"\nmemory timeline of one training step per policy: {path}")
     except ImportError as e:
         print(f"\n(no plot: {e})")
+    return 0
+
+
+# --- data parallel over MPI processes --------------------------------------------------------
+
+
+def _join_job():
+    """Join the MPI job this process was launched in; one process without MPI."""
+    under_mpi = any(v in os.environ for v in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE"))
+    try:
+        distributed.initialize()
+    except ImportError:
+        if under_mpi:
+            raise
+        print("(mpi4py is not installed: running the data-parallel step in one process)")
+
+
+def train_data_parallel(policy_name, tokens, vocab, steps, config):
+    """The demo's training loop, data-parallel: each process takes its slice of every batch
+    (and of the batch's dropout masks), and the loss and gradients are averaged over the
+    processes (``process_allreduce`` of the sums) before the same Adam update on every rank.
+    The result is the single-process run on the whole batch, up to float rounding."""
+    count, rank = distributed.process_count(), distributed.process_index()
+    batch = config["batch"]
+    if batch % count:
+        raise ValueError(f"the batch of {batch} does not split over {count} processes")
+    local = batch // count
+    shard = (rank * local, batch)
+    loss_fn = make_loss(make_forward(policy_name, config["n_heads"], config["dropout"], shard))
+
+    @remat.jit
+    def step(params, x, y, key):
+        loss, grads = remat.value_and_grad(loss_fn)(params, x, y, key)
+        return remat.tree_util.tree_map(lambda t: t / count, lax.process_allreduce((loss, grads)))
+
+    params = init_params(random.PRNGKey(0), vocab, **config)
+    state = (0, remat.tree_util.tree_map(jnp.zeros_like, params),
+             remat.tree_util.tree_map(jnp.zeros_like, params))
+    root = random.PRNGKey(1)
+    losses, times, shares, peak = [], [], [], None
+    for i, (x, y) in enumerate(batches(tokens, batch, config["seq_len"], steps)):
+        x, y = jnp.asarray(x[shard[0]:shard[0] + local]), jnp.asarray(y[shard[0]:shard[0] + local])
+        key = random.fold_in(root, i)
+        if i == 1:  # after tracing: this process's memory in one step
+            peak = memory.peak_memory(step, params, x, y, key)
+        distributed.reset_collective_stats()
+        start = time.perf_counter()
+        loss, grads = step(params, x, y, key)
+        times.append(time.perf_counter() - start)
+        shares.append(distributed.collective_stats()["seconds"] / times[-1])
+        params, state = adam_update(params, grads, state, config["learning_rate"])
+        losses.append(float(loss))
+    return dict(losses=losses, step_time=statistics.median(times[1:] or times), peak=peak,
+                collective_share=statistics.median(shares[1:] or shares) if count > 1 else None)
+
+
+def main_data_parallel(args):
+    _join_job()
+    count, rank = distributed.process_count(), distributed.process_index()
+    policy = args.policy[0] if len(args.policy) < len(POLICIES) else "checkpoint"
+    text, chars, tokens = load_corpus()
+    config = dict(CONFIG)
+    say = print if rank == 0 else (lambda *a, **k: None)
+    say(f"remat demo, data-parallel: {count} process(es), each {config['batch'] // count} of "
+        f"the {config['batch']} sequences per step, policy '{policy}', {args.steps} Adam "
+        f"steps; loss and gradients averaged with process_allreduce.\n")
+    dp = train_data_parallel(policy, tokens, len(chars), args.steps, config)
+    share = dp["collective_share"]
+    say(f"step time {dp['step_time'] * 1e3:.1f} ms (median), peak {dp['peak'] / 2**20:.2f} MiB "
+        f"per process" + (f", {share:.1%} of a step in collectives (median)" if share else ""))
+    distributed.shutdown()  # the other ranks are done; rank 0 alone runs the reference
+    ref = None
+    if args.reference and rank == 0:
+        say("training the single-process reference on the whole batch ...")
+        ref = train(policy, tokens, len(chars), args.steps, config)["losses"]
+    say(f"\n{'step':>5s} {'data-parallel loss':>19s}" + (f" {'whole-batch loss':>17s}"
+                                                        if ref else ""))
+    for i, loss in enumerate(dp["losses"]):
+        if i % 10 == 0 or i == len(dp["losses"]) - 1:
+            say(f"{i:5d} {loss:19.5f}" + (f" {ref[i]:17.5f}" if ref else ""))
+    if ref:
+        diff = max(abs(a - b) for a, b in zip(dp["losses"], ref))
+        say(f"\nlosses agree with the whole-batch run to {diff:.2e}")
     return 0
 
 

@@ -1,18 +1,25 @@
-"""The one device remat runs on — the host CPU — with JAX's device API: ``devices()``,
-``local_devices()``, the counts and indices of a single process, the ``Device`` object
-(``CpuDevice(id=0)``) and the sharding every Array has (``SingleDeviceSharding``).
+"""remat's devices — host CPU devices — with JAX's device API: ``devices()``,
+``local_devices()``, the counts and indices of the processes, the ``Device`` objects
+(``CpuDevice(id=k)``) and the sharding every Array has (``SingleDeviceSharding``).
 
-Every answer is the truthful one for one CPU device in one process: arrays live in host
-memory, nothing is ever transferred, and effects run synchronously in program order.
+There is one local device unless more are asked for (``REMAT_NUM_CPU_DEVICES=n``, JAX's
+``XLA_FLAGS=--xla_force_host_platform_device_count=n``, or
+``remat.config.update("remat_num_cpu_devices", n)``); ``pmap`` and ``shard_map`` map over
+them. All of them are the host's memory: arrays live there, nothing is ever transferred, and
+effects run synchronously in program order. With several processes (``remat.distributed``),
+process ``p``'s local devices have the global ids ``p * n .. p * n + n - 1``.
 """
 
+import os
 import platform
+import re
 import sys
 import warnings
 
 import numpy as np
 
-from remat import memory
+from remat import distributed, memory
+from remat.config import config
 from remat.tree_util import tree_map
 from remat.version import __version__
 
@@ -23,27 +30,29 @@ __all__ = ["Device", "Shard", "SingleDeviceSharding", "copy_to_host_async", "def
 
 
 class Device:
-    """The host CPU, remat's only device (``CpuDevice(id=0)``, platform ``'cpu'``)."""
+    """A host CPU device (``CpuDevice(id=k)``, platform ``'cpu'``) of process
+    ``process_index``."""
 
     platform = "cpu"
     device_kind = "cpu"
-    id = 0
-    process_index = 0
-    host_id = 0
-    task_id = 0
-    local_hardware_id = 0
+
+    def __init__(self, id=0, process_index=0, local_hardware_id=None):
+        self.id = id
+        self.process_index = self.host_id = self.task_id = process_index
+        self.local_hardware_id = id if local_hardware_id is None else local_hardware_id
 
     def __repr__(self):
-        return "CpuDevice(id=0)"
+        return f"CpuDevice(id={self.id})"
 
     def __str__(self):
-        return "cpu:0"
+        return f"cpu:{self.id}"
 
     def __reduce__(self):
-        return (_the_device, ())
+        return (_device_by_id, (self.id,))
 
     def memory_stats(self):
-        """remat's own accounting of the arrays and executor buffers it holds."""
+        """remat's own accounting of the arrays and executor buffers it holds (every device
+        is the host's memory)."""
         return {"bytes_in_use": memory.live_bytes(), "peak_bytes_in_use": memory.peak_bytes(),
                 "bytes_limit": memory.machine_bytes or 0}
 
@@ -55,10 +64,32 @@ class Device:
 
 
 CPU = Device()
+_devices_by_id = {}  # (global id, local device count) -> Device
+_XLA_COUNT = re.compile(r"--xla_force_host_platform_device_count=(\d+)")
+
+
+def _device_by_id(device_id):
+    """The device of global id ``device_id`` (made once per device count, so devices
+    compare by identity)."""
+    if device_id == 0:
+        return CPU
+    n = local_device_count()
+    device = _devices_by_id.get((device_id, n))
+    if device is None:
+        device = _devices_by_id[device_id, n] = Device(device_id, device_id // n, device_id % n)
+    return device
 
 
 def _the_device():
     return CPU
+
+
+def _num_local_devices():
+    n = config.remat_num_cpu_devices
+    if n is None:
+        match = _XLA_COUNT.search(os.environ.get("XLA_FLAGS", ""))
+        n = int(match.group(1)) if match else 1
+    return max(int(n), 1)
 
 
 class SingleDeviceSharding:
@@ -68,8 +99,9 @@ class SingleDeviceSharding:
 
     def __init__(self, device=None, *, memory_kind=None):
         device = CPU if device is None else device
-        if device is not CPU:
-            raise ValueError(f"remat has one device, {CPU!r}; got {device!r}")
+        if not isinstance(device, Device):
+            raise ValueError(f"SingleDeviceSharding needs a device of remat.devices(), got "
+                             f"{device!r}")
         if memory_kind not in (None, "device"):
             raise ValueError(f"memory_kind must be 'device' (remat's one memory), got "
                              f"{memory_kind!r}")
@@ -140,28 +172,33 @@ def _check_backend(backend):
 
 
 def devices(backend=None):
-    """All devices: ``[CpuDevice(id=0)]``."""
+    """Every process's devices, by global id (``[CpuDevice(id=0)]`` by default)."""
     _check_backend(backend)
-    return [CPU]
+    return [_device_by_id(i) for i in range(device_count())]
 
 
 def local_devices(process_index=None, backend=None, host_id=None):
-    """The devices of this process: ``[CpuDevice(id=0)]``."""
+    """The devices of this process (or of process ``process_index``)."""
     _check_backend(backend)
     index = process_index if process_index is not None else host_id
-    if index not in (None, 0):
-        raise ValueError(f"Invalid process_index {index}: there is one process (index 0)")
-    return [CPU]
+    count = distributed.process_count()
+    if index is None:
+        index = distributed.process_index()
+    elif not 0 <= index < count:
+        raise ValueError(f"Invalid process_index {index}: there are {count} process(es) "
+                         f"(indices 0 .. {count - 1})")
+    n = local_device_count()
+    return [_device_by_id(index * n + k) for k in range(n)]
 
 
 def device_count(backend=None):
     _check_backend(backend)
-    return 1
+    return distributed.process_count() * local_device_count()
 
 
 def local_device_count(backend=None):
     _check_backend(backend)
-    return 1
+    return _num_local_devices()
 
 
 def default_backend():
@@ -170,17 +207,17 @@ def default_backend():
 
 def process_index(backend=None):
     _check_backend(backend)
-    return 0
+    return distributed.process_index()
 
 
 def process_count(backend=None):
     _check_backend(backend)
-    return 1
+    return distributed.process_count()
 
 
 def process_indices(backend=None):
     _check_backend(backend)
-    return [0]
+    return list(range(distributed.process_count()))
 
 
 def _renamed(old, new):
@@ -226,8 +263,9 @@ def print_environment_info(return_string=False):
         module = sys.modules.get(name)
         if module is not None:
             lines.append(f"{name + ':':8s} {getattr(module, '__version__', 'unknown')}")
-    lines += [f"python:  {sys.version}", "device info: cpu-1, 1 local devices",
-              "process_count: 1", f"platform: {platform.uname()}"]
+    n = local_device_count()
+    lines += [f"python:  {sys.version}", f"device info: cpu-{device_count()}, {n} local "
+              f"devices", f"process_count: {process_count()}", f"platform: {platform.uname()}"]
     text = "\n".join(lines) + "\n"
     if return_string:
         return text

@@ -8,6 +8,7 @@ for everything remat allocates.
 """
 
 import contextlib
+import importlib
 import math
 import os
 
@@ -201,3 +202,13 @@ def plot_memory_timeline(timelines, path, title="live bytes over one call"):
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+# --- the trade-off explorer (remat.tradeoff builds on the transformations, which import this
+# module, so its names are re-exported lazily) -------------------------------------------------
+
+
+def __getattr__(name):
+    if name in ("tradeoff", "plot_tradeoff", "TradeoffTable", "TradeoffRow"):
+        return getattr(importlib.import_module("remat.tradeoff"), name)
+    raise AttributeError(f"module 'remat.memory' has no attribute {name!r}")

@@ -1,11 +1,11 @@
-"""``remat.sharding``: JAX's sharding classes, truthful for remat's one device.
+"""``remat.sharding``: JAX's sharding classes, truthful for remat's host devices.
 
-remat runs on one CPU device, so every array is whole on it.  A ``Mesh`` here is a mesh of
-that one device (every axis of size 1); a ``NamedSharding`` on it names axes that split
-nothing, so its shard shape is the global shape; ``reshard`` and the axis-type decorators
-change nothing about where the data is.  Code written for many devices (flax's partitioning
-metadata, optax's sharded states) runs unchanged, and gets the same answers a one-device JAX
-gives.
+Every array is whole in host memory.  A ``Mesh`` lays remat's devices (one by default; see
+``remat.devices`` for more) out in a named grid; ``shard_map`` maps over its axes.  A
+``NamedSharding`` describes how ``spec`` splits an array over the mesh (``shard_shape``,
+``devices_indices_map``) as JAX's does; ``reshard`` and the axis-type decorators change
+nothing about where the data is.  Code written for many devices (flax's partitioning
+metadata, optax's sharded states) runs unchanged, and gets the same answers.
 """
 
 import abc
@@ -16,12 +16,13 @@ import threading
 
 import numpy as np
 
-from remat.devices import CPU, SingleDeviceSharding
+from remat.devices import CPU, Device, SingleDeviceSharding, local_devices
 from remat.tree_util import tree_leaves, tree_map
 
 __all__ = ["AbstractDevice", "AbstractMesh", "AxisType", "ManualAxisType", "Mesh",
            "NamedSharding", "PartitionSpec", "Sharding", "SingleDeviceSharding", "auto_axes",
-           "explicit_axes", "get_abstract_mesh", "get_mesh", "make_single_device_sharding",
+           "explicit_axes", "get_abstract_mesh", "get_mesh", "make_mesh",
+           "make_single_device_sharding",
            "reshard", "set_mesh", "use_abstract_mesh"]
 
 
@@ -256,23 +257,25 @@ class AbstractMesh(_MeshShape):
 
 
 class Mesh(_MeshShape):
-    """Devices laid out in a named n-dimensional grid: here every device is the one CPU, so
-    every axis has size 1."""
+    """remat's devices laid out in a named n-dimensional grid."""
 
     def __init__(self, devices, axis_names, axis_types=None):
         devices = np.asarray(devices, dtype=object)
-        if devices.size and any(d is not CPU for d in devices.flat):
-            raise ValueError(f"remat has one device, {CPU!r}; a Mesh can only be built of it")
-        if devices.size > 1:
-            raise ValueError(f"remat has one device, {CPU!r}: a Mesh of {devices.size} devices "
-                             f"(shape {devices.shape}) cannot be made")
+        if devices.size and any(not isinstance(d, Device) for d in devices.flat):
+            bad = next(d for d in devices.flat if not isinstance(d, Device))
+            raise ValueError(f"a Mesh is built of remat's devices (remat.devices()); got "
+                             f"{bad!r}")
+        if len({d.id for d in devices.flat}) != devices.size:
+            raise ValueError(f"a Mesh's devices must be distinct (one device, one place); got "
+                             f"{list(devices.flat)}")
         self.devices = devices
         self._axis_sizes = devices.shape
         self._axis_names = _check_names(axis_names, devices.ndim, "Mesh")
         self._axis_types = _axis_types(axis_types, devices.ndim)
         self._entered = []
 
-    device_ids = property(lambda self: np.zeros(self.devices.shape, dtype=np.int64))
+    device_ids = property(lambda self: np.vectorize(lambda d: d.id, otypes=[np.int64])(
+        self.devices) if self.devices.size else np.zeros(self.devices.shape, np.int64))
     local_devices = property(lambda self: list(self.devices.flat))
     local_mesh = property(lambda self: self)
     is_multi_process = property(lambda self: False)
@@ -294,10 +297,12 @@ class Mesh(_MeshShape):
 
     def __eq__(self, other):
         return (isinstance(other, Mesh) and self.shape_tuple == other.shape_tuple
-                and self._axis_types == other._axis_types)
+                and self._axis_types == other._axis_types
+                and [d.id for d in self.devices.flat] == [d.id for d in other.devices.flat])
 
     def __hash__(self):
-        return hash((Mesh, self.shape_tuple, self._axis_types))
+        return hash((Mesh, self.shape_tuple, self._axis_types,
+                     tuple(d.id for d in self.devices.flat)))
 
     def __repr__(self):
         return (f"Mesh(axis_sizes={self._axis_sizes!r}, axis_names={self._axis_names!r}, "
@@ -305,8 +310,8 @@ class Mesh(_MeshShape):
 
 
 class NamedSharding(Sharding):
-    """An array laid out over ``mesh`` as ``spec`` says.  On remat's one-device meshes
-    every axis has size 1, so each shard is the whole array."""
+    """An array laid out over ``mesh`` as ``spec`` says: dim ``i`` split over the mesh axes
+    ``spec[i]`` names (row-major over a tuple), replicated over the others."""
 
     def __init__(self, mesh, spec, *, memory_kind=None):
         if not isinstance(mesh, Mesh | AbstractMesh):
@@ -324,22 +329,54 @@ class NamedSharding(Sharding):
                              f"{memory_kind!r}")
         self.mesh, self.spec, self._memory_kind = mesh, spec, "device"
 
-    device_set = property(lambda self: {CPU})
     memory_kind = property(lambda self: self._memory_kind)
-    num_devices = property(lambda self: 1)
-    is_fully_replicated = property(lambda self: True)
     is_fully_addressable = property(lambda self: True)
-    _device_assignment = property(lambda self: (CPU,))
+
+    @property
+    def _device_assignment(self):
+        devices = getattr(self.mesh, "devices", None)
+        return tuple(devices.flat) if devices is not None and devices.size else (CPU,)
+
+    device_set = property(lambda self: set(self._device_assignment))
+    num_devices = property(lambda self: len(self._device_assignment))
+    is_fully_replicated = property(
+        lambda self: all(self.mesh.shape[n] == 1 for n in self.spec._axis_names()))
+
+    def _dim_axes(self, ndim):
+        if len(self.spec) > ndim:
+            raise ValueError(f"Sharding {self!r} is only valid for values of rank at least "
+                             f"{len(self.spec)}, but was applied to a value of rank {ndim}")
+        entries = list(self.spec) + [None] * (ndim - len(self.spec))
+        return [() if e is None or e is PartitionSpec.UNCONSTRAINED else (e,) if isinstance(e, str)
+                else tuple(e) for e in entries]
 
     def shard_shape(self, global_shape):
-        if len(self.spec) > len(global_shape):
-            raise ValueError(f"Sharding {self!r} is only valid for values of rank at least "
-                             f"{len(self.spec)}, but was applied to a value of rank "
-                             f"{len(global_shape)}")
-        return tuple(global_shape)
+        out = []
+        for n, axes in zip(global_shape, self._dim_axes(len(global_shape))):
+            parts = int(np.prod([self.mesh.shape[a] for a in axes], dtype=np.int64))
+            if n % parts:
+                raise ValueError(f"One of pjit outputs with pytree key path  was given the "
+                                 f"sharding of {self!r}, which implies that the global size of "
+                                 f"its dimension should be divisible by {parts}, but it is "
+                                 f"equal to {n} (full shape: {tuple(global_shape)})")
+            out.append(n // parts)
+        return tuple(out)
 
     def devices_indices_map(self, global_shape):
-        return {CPU: (slice(None),) * len(global_shape)}
+        shard = self.shard_shape(global_shape)
+        dim_axes = self._dim_axes(len(global_shape))
+        names = list(self.mesh.axis_names)
+        result = {}
+        for pos, device in zip(np.ndindex(*self.mesh.axis_sizes), self._device_assignment):
+            coord = dict(zip(names, pos))
+            index = []
+            for size, axes in zip(shard, dim_axes):
+                k = 0
+                for a in axes:
+                    k = k * self.mesh.shape[a] + coord[a]
+                index.append(slice(k * size, (k + 1) * size) if axes else slice(None))
+            result[device] = tuple(index)
+        return result
 
     def with_memory_kind(self, kind):
         return NamedSharding(self.mesh, self.spec, memory_kind=kind)
@@ -349,7 +386,10 @@ class NamedSharding(Sharding):
                              memory_kind=kwargs.get("memory_kind", self._memory_kind))
 
     def is_equivalent_to(self, other, ndim):
-        return isinstance(other, Sharding) and other.num_devices == 1
+        if not isinstance(other, Sharding) or other.num_devices != self.num_devices:
+            return False
+        shape = (2 * 3 * 5 * 7 * 11 * self.num_devices,) * ndim
+        return other.devices_indices_map(shape) == self.devices_indices_map(shape)
 
     def __eq__(self, other):
         return (isinstance(other, NamedSharding) and self.mesh == other.mesh
@@ -467,3 +507,17 @@ def _axes_decorator(kind):
 
 auto_axes = _axes_decorator("auto")
 explicit_axes = _axes_decorator("explicit")
+
+
+def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
+    """A ``Mesh`` of ``axis_shapes`` over the first ``prod(axis_shapes)`` of ``devices``
+    (by default this process's local devices), as ``jax.make_mesh``."""
+    axis_shapes = tuple(int(s) for s in axis_shapes)
+    devices = list(local_devices() if devices is None else devices)
+    need = int(np.prod(axis_shapes, dtype=np.int64))
+    if need > len(devices):
+        raise ValueError(f"Number of devices {len(devices)} must be >= the product of mesh_shape "
+                         f"{axis_shapes}")
+    grid = np.empty(need, dtype=object)
+    grid[:] = devices[:need]
+    return Mesh(grid.reshape(axis_shapes), axis_names, axis_types)

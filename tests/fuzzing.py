@@ -98,6 +98,8 @@ def make_policy(ns, spec):
         if ns.is_jax:
             return cp.dots_with_no_batch_dims_saveable
         return cp.offload_dot_with_no_batch_dims()
+    if kind == "budget":  # beyond JAX: on JAX, the default (what is saved never changes values)
+        return None if ns.is_jax else cp.memory_budget(spec[1])
     return {"everything": cp.everything_saveable, "nothing": cp.nothing_saveable,
             "dots": cp.dots_saveable,
             "dots_no_batch": cp.dots_with_no_batch_dims_saveable}[kind]
@@ -278,7 +280,23 @@ OPS.update({
 OPS["const"] = (0, lambda sh, p: p, lambda ns, p: ns.jnp.full(p, 0.3))
 PARAMS = {"const": None, "name": NAMES, "sum_axis": (0, 1, 2), "max_axis": (0, 1, 2),
           "logsumexp": (0, 1, 2)}
-OP_NAMES = tuple(n for n in OPS if n != "const")  # simplest first: shrinks towards ``sin``
+# Collectives over the named vmap axis, drawn only in programs that bind it. Not pmax/pmin
+# (JAX has no derivative for them) nor pbroadcast/all_to_all (JAX 0.10 fails on some).
+AXIS = "i"
+COLLECTIVES = {
+    "pmean": (1, _same, lambda ns, x: ns.lax.pmean(x, AXIS)),
+    "psum": (1, _same, lambda ns, x: 0.5 * ns.lax.psum(x, AXIS)),
+    "axis_index": (1, _same, lambda ns, x: x * (1.0 + ns.lax.axis_index(AXIS))),
+    "all_gather": (1, _same, lambda ns, x: ns.jnp.mean(ns.lax.all_gather(x, AXIS), axis=0)
+                   - 0.5 * x),
+    "ppermute": (1, _same, lambda ns, x: ns.lax.ppermute(
+        x, AXIS, [(j, (j + 1) % BATCH) for j in range(BATCH)])),
+    "psum_tuple_size": (1, _same, lambda ns, x: x * ns.lax.axis_size(AXIS)
+                        - ns.lax.psum(ns.jnp.tanh(x), (AXIS,))),
+}
+OPS.update(COLLECTIVES)
+OP_NAMES = tuple(n for n in OPS if n != "const" and n not in COLLECTIVES)  # simplest first
+COLLECTIVE_OP_NAMES = tuple(COLLECTIVES)
 
 
 def apply_op(ns, name, vals, param):
@@ -432,7 +450,12 @@ def wrap(ns, flags, wrapper, fn, n_args):
             return fn
         return jax.checkpoint(fn, policy=make_policy(ns, wrapper[1]), prevent_cse=wrapper[2])
     if kind == "vmap":
-        return jax.vmap(fn, in_axes=wrapper[1], out_axes=wrapper[2])
+        return jax.vmap(fn, in_axes=wrapper[1], out_axes=wrapper[2],
+                        axis_name=wrapper[3] if len(wrapper) > 3 else None)
+    if kind == "auto_remat":  # beyond JAX: on JAX (or with checkpoints off) the plain function
+        if ns.is_jax or not flags.checkpoints:
+            return fn
+        return jax.auto_remat(fn, memory_budget=wrapper[1])
     if kind == "grad":
         argnums = tuple(range(n_args))
         return lambda *a: tuple(jax.grad(lambda *b: _loss(ns, fn(*b)), argnums)(*a))
@@ -594,7 +617,8 @@ SIMPLE_POLICIES = (("default",), ("nothing",), ("everything",), ("dots",), ("dot
                    ("offload_dot",))
 STMT_KINDS = ("op", "op", "op", "call", "op", "scan", "op", "cond")
 WRAPPERS = ("grad", "jit", "vmap", "scan", "value_and_grad", "cond", "vjp", "jvp",
-            "linearize", "fori", "checkpoint")
+            "linearize", "fori", "checkpoint", "auto_remat")
+BUDGETS = (0.0, 0.3, 0.7, 1.0)  # fractions: every one is feasible
 
 
 def draw_names(ch):
@@ -603,7 +627,9 @@ def draw_names(ch):
 
 
 def draw_policy(ch, depth=0):
-    kind = ch.choice(("simple", "names", "names", "offload_names", "both"))
+    kind = ch.choice(("simple", "names", "names", "offload_names", "both", "budget"))
+    if kind == "budget":  # a budget is resolved per checkpoint: never a part of "both"
+        return ("budget", ch.choice(BUDGETS)) if not depth else ch.choice(SIMPLE_POLICIES)
     if kind == "simple" or (kind == "both" and depth):
         return ch.choice(SIMPLE_POLICIES)
     if kind == "names":
@@ -620,10 +646,11 @@ def draw_refs(ch, shapes, lo, hi):
     return tuple(ch.choice(tuple(range(len(shapes) - 1, -1, -1))) for _ in range(n))
 
 
-def draw_op(ch, shapes):
+def draw_op(ch, shapes, named=False):
     """An op over earlier values (the most recent first, so chains are likely) whose shapes
-    fit it; ``sin`` of the last value when none do."""
-    name = ch.choice(OP_NAMES)
+    fit it; ``sin`` of the last value when none do. In a ``named`` program one op in four is
+    a collective over ``AXIS``."""
+    name = ch.choice(COLLECTIVE_OP_NAMES if named and ch.integer(0, 3) == 0 else OP_NAMES)
     arity, shape_fn, _ = OPS[name]
     param = ch.choice(PARAMS[name]) if name in PARAMS else None
     recent_first = range(len(shapes) - 1, -1, -1)
@@ -643,13 +670,14 @@ def draw_op(ch, shapes):
 CALL_KINDS = ("checkpoint", "checkpoint", "jit", "custom_remat")
 
 
-def draw_block(ch, shapes, n, depth):
-    """``n`` statements over values of ``shapes`` (extended in place)."""
+def draw_block(ch, shapes, n, depth, named=False):
+    """``n`` statements over values of ``shapes`` (extended in place); collectives only in a
+    ``named`` program, and never in a cond's branches (see ``draw_program``)."""
     stmts = []
     for _ in range(n):
         kind = ch.choice(STMT_KINDS) if depth < 2 else "op"
         if kind == "op":
-            stmt, shape = draw_op(ch, shapes)
+            stmt, shape = draw_op(ch, shapes, named)
             stmts.append(stmt)
             shapes.append(shape)
         elif kind == "call":
@@ -659,7 +687,7 @@ def draw_block(ch, shapes, n, depth):
                     "custom_remat": lambda: ch.choice(("none", "outs", "policy"))}[call]()
             args = draw_refs(ch, shapes, 0, 3)
             inner = shapes + [shapes[r] for r in args]
-            body = draw_block(ch, inner, ch.integer(1, 4), depth + 1)
+            body = draw_block(ch, inner, ch.integer(1, 4), depth + 1, named)
             outs = draw_refs(ch, inner, 1, 2)
             stmts.append(("call", call, opts, args, tuple(body), outs))
             shapes.extend(inner[r] for r in outs)
@@ -671,7 +699,7 @@ def draw_block(ch, shapes, n, depth):
             xs = ch.choice(xs_candidates)
             policy = ch.choice((None, "draw")) and draw_policy(ch)
             inner = shapes + [shapes[carry], shapes[xs][1:]]
-            body = draw_block(ch, inner, ch.integer(1, 4), depth + 1)
+            body = draw_block(ch, inner, ch.integer(1, 4), depth + 1, named)
             c_ref, y_ref = draw_refs(ch, inner, 2, 2)
             stmts.append(("scan", carry, xs, policy, tuple(body), (c_ref, y_ref)))
             shapes.extend([shapes[carry], (shapes[xs][0],) + inner[y_ref]])
@@ -690,17 +718,23 @@ def draw_block(ch, shapes, n, depth):
     return stmts
 
 
+def draw_wrapper_vmap(ch, shapes):
+    axes = []
+    for s in shapes:
+        axes.append(ch.choice((0, None, 1) if s else (0, None)))
+    if all(a is None for a in axes):
+        axes[0] = 0
+    return ("vmap", tuple(axes), ch.choice((0, -1)))
+
+
 def draw_wrapper(ch, n_args, shapes):
     kind = ch.choice(WRAPPERS)
     if kind == "vmap":
-        axes = []
-        for s in shapes:
-            axes.append(ch.choice((0, None, 1) if s else (0, None)))
-        if all(a is None for a in axes):
-            axes[0] = 0
-        return ("vmap", tuple(axes), ch.choice((0, -1)))
+        return draw_wrapper_vmap(ch, shapes)
     if kind == "checkpoint":
         return ("checkpoint", draw_policy(ch), bool(ch.integer(0, 1)))
+    if kind == "auto_remat":
+        return ("auto_remat", ch.choice(BUDGETS))
     if kind == "scan":
         return ("scan", bool(ch.integer(0, 1)), ch.choice((None, "draw")) and draw_policy(ch))
     if kind == "cond":
@@ -712,10 +746,19 @@ def draw_program(ch, max_stmts=12):
     n_args = ch.integer(1, 3)
     arg_shapes = [ch.choice(SHAPES) for _ in range(n_args)]
     shapes = list(arg_shapes)
-    body = draw_block(ch, shapes, ch.integer(1, max_stmts), 0)
+    named = ch.integer(0, 3) == 0  # collectives over a vmapped axis named AXIS
+    body = draw_block(ch, shapes, ch.integer(1, max_stmts), 0, named)
     outs = (len(shapes) - 1,) + draw_refs(ch, shapes, 0, 2)
-    wrappers = tuple(draw_wrapper(ch, n_args, arg_shapes) for _ in range(ch.integer(0, 2)))
-    return Program(tuple(arg_shapes), tuple(body), outs, wrappers, ch.integer(0, 2 ** 16))
+    wrappers = [draw_wrapper(ch, n_args, arg_shapes) for _ in range(ch.integer(0, 2))]
+    if named:
+        axes = draw_wrapper_vmap(ch, arg_shapes)
+        at = ch.integer(0, len(wrappers))
+        # inside the named vmap no cond wrapper: its predicate varies over the axis, and JAX
+        # 0.10 then drops a collective's cotangent for the members of the other branch
+        wrappers = wrappers[:at] + [axes + (AXIS,)] + [w for w in wrappers[at:]
+                                                        if w[0] != "cond"]
+    return Program(tuple(arg_shapes), tuple(body), outs, tuple(wrappers),
+                   ch.integer(0, 2 ** 16))
 
 
 # --- the checks -------------------------------------------------------------------------------

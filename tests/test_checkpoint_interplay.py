@@ -85,6 +85,8 @@ def _policies():
         "save_and_offload_only_these_names": cp.save_and_offload_only_these_names(
             names_which_can_be_saved=["h"], names_which_can_be_offloaded=["a"]),
         "offload_dot_with_no_batch_dims": cp.offload_dot_with_no_batch_dims(),
+        "memory_budget(0.5)": cp.memory_budget(0.5),
+        "memory_budget(0.0)": cp.memory_budget(0.0),
     }
 
 

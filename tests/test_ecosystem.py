@@ -521,9 +521,8 @@ def _compare(remat_out, jax_out, rtol, atol, path="out"):
                                    err_msg=path)
 
 
-# The programs remat runs today (chex with stand-ins for the distributed names, equinox with
-# a stand-in ``pmap`` it wraps a function in at import); the rest are still blocked by a
-# fix outside the ecosystem work (see docs/ecosystem.md, "What is not there yet").
+# The programs remat runs today, unchanged (see docs/ecosystem.md, "Where each library
+# stands").
 EXPECTED_TO_RUN = {"optax_training", "chex_probes", "equinox_mlp", "flax_linen", "diffrax_solve",
                    "diffrax_grad"}
 

@@ -176,7 +176,8 @@ def test_fuzzer_regression(namespaces, program):
 def test_every_op_and_wrapper_is_generated(namespaces):
     """The generator reaches every op, statement kind and wrapper (a table entry that is never
     drawn is a feature the fuzzer does not exercise)."""
-    ops, stmts, wrappers, calls = set(), set(), set(), set()
+    ops, stmts, wrappers, calls, policies = set(), set(), set(), set(), set()
+    named_vmaps = 0
 
     def walk(body):
         for stmt in body:
@@ -186,6 +187,8 @@ def test_every_op_and_wrapper_is_generated(namespaces):
             elif stmt[0] in ("call", "scan"):
                 if stmt[0] == "call":
                     calls.add((stmt[1], stmt[2] if stmt[1] == "custom_remat" else None))
+                    if stmt[1] == "checkpoint":
+                        policies.add(stmt[2][0][0])
                 walk(stmt[4])
             else:
                 for branch, _ in stmt[3:]:
@@ -195,7 +198,10 @@ def test_every_op_and_wrapper_is_generated(namespaces):
         program = fuzzing.draw_program(fuzzing.RandomChooser(seed))
         walk(program.body)
         wrappers.update(w[0] for w in program.wrappers)
-    assert ops == set(fuzzing.OP_NAMES)
+        named_vmaps += any(w[0] == "vmap" and len(w) > 3 for w in program.wrappers)
+    assert ops == set(fuzzing.OP_NAMES) | set(fuzzing.COLLECTIVE_OP_NAMES)
+    assert named_vmaps >= 40  # collectives run inside a vmap naming their axis
+    assert "budget" in policies
     assert stmts == {"op", "call", "scan", "cond"}
     assert calls == {("checkpoint", None), ("jit", None), ("custom_remat", "none"),
                      ("custom_remat", "outs"), ("custom_remat", "policy")}

@@ -93,6 +93,10 @@ def _programs():
         "scan": (scan_f, (x,)),
         "checkpoint_grad": (remat.grad(remat_loss), (w, x)),
         "fused": (lambda x: jnp.exp(jnp.sin(x) * 2 + 1) - x, (np.ones((512, 512), f32),)),
+        # a gather's fresh output takes the following elementwise step in place
+        "gather": (lambda x, i: x[i] + 1.0, (x, np.arange(200, dtype=np.int32) % 7)),
+        "gather_grad": (remat.grad(lambda x, i: jnp.sum(jnp.tanh(x[i]) * 2.0)),
+                        (x, np.arange(200, dtype=np.int32) % 7)),
     }
 
 

@@ -3,5 +3,6 @@
 
 from remat.callback import io_callback
 from remat.experimental import checkify
+from remat.experimental import shard_map
 
-__all__ = ["checkify", "io_callback"]
+__all__ = ["checkify", "io_callback", "shard_map"]

@@ -8,7 +8,7 @@ batch dim is an int or ``not_mapped`` (None) and at least one operand is batched
 
 import functools
 
-from remat import core
+from remat import core, named_axes
 from remat.core import Trace, Tracer
 
 primitive_batchers = {}
@@ -19,6 +19,13 @@ not_mapped = None
 # Allocations (``new_ref``) always batched, even of unbatched values: batched values may be
 # written into what they create later.
 always_batched = set()
+# Collectives over named axes (remat.lax.parallel): when a primitive's ``axis_name`` param is
+# this trace's axis, ``collective_batchers[prim](axis_size, axis_name, vals, dims, **params)``
+# runs, even for unbatched operands (psum of an unbatched value multiplies it by the size).
+collective_batchers = {}
+# The axis names of the traces whose rules are running, innermost last: the axis a rule's
+# ``batch_jaxpr``/``batch_flat`` of a sub-jaxpr batches along.
+_rule_axis_names = []
 
 
 class BatchTracer(Tracer):
@@ -59,6 +66,15 @@ class BatchTrace(Trace):
 
     def process_primitive(self, primitive, args, params):
         vals, dims = core.unzip2(self.to_val_dim(x) for x in args)
+        if primitive in collective_batchers and params["axis_name"] == self.axis_name:
+            rule = functools.partial(collective_batchers[primitive], self.axis_size,
+                                     self.axis_name)
+            return self._apply_rule(primitive, rule, vals, dims, params)
+        if self.axis_name is not None and vals and all(d is not_mapped for d in dims) and \
+                _params_use_axis(params, self.axis_name):  # e.g. a jit whose body has a psum
+            with core.set_current_trace(self.parent):
+                vals = [bdim_at_front(vals[0], not_mapped, self.axis_size), *vals[1:]]
+            dims = [0, *dims[1:]]
         if primitive in always_batched and vals and all(d is not_mapped for d in dims):
             with core.set_current_trace(self.parent):
                 vals = [bdim_at_front(v, not_mapped, self.axis_size) for v in vals]
@@ -71,14 +87,33 @@ class BatchTrace(Trace):
             rule = functools.partial(_call_axis_rule, axis_primitive_batchers[primitive], self)
         if rule is None:
             raise NotImplementedError(f"Batching rule for '{primitive.name}' not implemented")
-        with core.set_current_trace(self.parent):
-            out, out_dim = rule(vals, dims, **params)
+        return self._apply_rule(primitive, rule, vals, dims, params)
+
+    def _apply_rule(self, primitive, rule, vals, dims, params):
+        _rule_axis_names.append(self.axis_name)
+        try:
+            with core.set_current_trace(self.parent):
+                out, out_dim = rule(vals, dims, **params)
+        finally:
+            _rule_axis_names.pop()
         if primitive.multiple_results:
             return [self.make_tracer(v, d) for v, d in zip(out, out_dim)]
         return self.make_tracer(out, out_dim)
 
     def make_tracer(self, val, dim):
         return BatchTracer(self, val, dim)
+
+
+def _params_use_axis(params, name):
+    """Whether a jaxpr among ``params`` (a call's body) has a collective over ``name``."""
+    for value in params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            jaxpr = getattr(item, "jaxpr", item)
+            if isinstance(jaxpr, core.Jaxpr) and any(
+                    (e.primitive in collective_batchers and e.params["axis_name"] == name)
+                    or _params_use_axis(e.params, name) for e in jaxpr.eqns):
+                return True
+    return False
 
 
 def _call_axis_rule(rule, trace, vals, dims, **params):
@@ -164,15 +199,27 @@ def _unbatched_shape(vals, dims, shapes, rank):
 
 
 def batch_flat(flat_fun, size, vals, dims, axis_name=None):
-    """Run ``flat_fun`` batched: returns ``(out_vals, out_dims)``."""
-    with core.new_trace(BatchTrace, size, axis_name) as trace:
+    """Run ``flat_fun`` batched: returns ``(out_vals, out_dims)``. Inside a rule, the axis
+    is (by default) the axis of the trace whose rule runs."""
+    if axis_name is None and _rule_axis_names:
+        axis_name = _rule_axis_names[-1]
+    with named_axes.batch_axis_env(axis_name, size), \
+            core.new_trace(BatchTrace, size, axis_name) as trace:
         ins = [v if d is not_mapped else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
         outs = flat_fun(*ins)
         return core.unzip2(trace.to_val_dim(o) for o in outs)
 
 
+def batch_jaxpr(closed, size, batched, instantiate, axis_name=None):
+    """``closed`` batched along axis 0 of the ``batched`` inputs (see ``_batch_jaxpr``); the
+    axis is named as ``batch_flat``'s."""
+    if axis_name is None and _rule_axis_names:
+        axis_name = _rule_axis_names[-1]
+    return _batch_jaxpr(closed, size, batched, instantiate, axis_name)
+
+
 @core.memoize_on_jaxpr
-def batch_jaxpr(closed, size, batched, instantiate):
+def _batch_jaxpr(closed, size, batched, instantiate, axis_name):
     """``closed`` batched along axis 0 of the ``batched`` inputs. Returns
     ``(jaxpr, out_batched)``; batched outputs have their batch axis first; ``instantiate``
     (bool or tuple) forces outputs to be batched."""
@@ -186,7 +233,8 @@ def batch_jaxpr(closed, size, batched, instantiate):
     def fun(*args):
         dims = [0 if b else not_mapped for b in batched]
         outs, out_dims = batch_flat(
-            lambda *xs: core.eval_jaxpr(closed.jaxpr, closed.consts, *xs), size, args, dims)
+            lambda *xs: core.eval_jaxpr(closed.jaxpr, closed.consts, *xs), size, args, dims,
+            axis_name)
         final = []
         out_batched = []
         for o, d, inst in zip(outs, out_dims, instantiate):

@@ -345,7 +345,7 @@ class RecomputeType:
 Saveable, Recompute = SaveableType(), RecomputeType()
 
 
-def policy_answer(policy, prim, *avals, **params):
+def policy_answer(policy, prim, /, *avals, **params):  # a checkpoint eqn has a "policy" param
     """What ``policy`` says of an output of ``prim``: ``False`` (recompute), ``True`` (save)
     or an ``Offloadable``; the markers ``Recompute``/``Saveable`` read as ``False``/``True``."""
     answer = policy(prim, *avals, **params)
@@ -356,9 +356,20 @@ def policy_answer(policy, prim, *avals, **params):
     return isinstance(answer, SaveableType) or bool(answer)
 
 
+def resolve_policy(policy, jaxpr, in_unknowns):
+    """A resolvable policy (``resolve_for(jaxpr, in_unknowns)``, e.g. a memory budget) is
+    decided against the jaxpr being split; what it returns may answer per equation through
+    ``decide_eqn(eqn)``."""
+    resolve = getattr(policy, "resolve_for", None)
+    return policy if resolve is None else resolve(jaxpr, in_unknowns)
+
+
 def _policy_decision(policy, eqn, unsaveable):
     if any(v in unsaveable for v in eqn.outvars):
         return False
+    decide_eqn = getattr(policy, "decide_eqn", None)
+    if decide_eqn is not None:  # a resolved policy: by equation identity
+        return decide_eqn(eqn)
     return policy_answer(policy, eqn.primitive, *[v.aval for v in eqn.invars], **eqn.params)
 
 
@@ -417,6 +428,7 @@ def partial_eval_jaxpr_custom(jaxpr, in_unknowns, policy, stage_known_outputs=Fa
     carries the known carry along, a staged cond branch takes every operand.
     """
     assert not jaxpr.constvars
+    policy = resolve_policy(policy, jaxpr, in_unknowns)
     if isinstance(in_inst, bool):
         in_inst = [in_inst] * len(jaxpr.invars)
     if isinstance(ensure_out_inst, bool):

@@ -27,3 +27,5 @@ from remat.lax.tokens import *
 from remat.lax.rng import *
 from remat.lax.dot_types import *
 from remat.lax.ragged import *
+from remat.lax.process_collectives import *
+from remat.lax.parallel import *

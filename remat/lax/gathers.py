@@ -132,7 +132,10 @@ def _gather_impl(operand, indices, *, dimension_numbers, fill_value, indices_are
     full_shape = plan.kept_shape + src.shape[len(plan.grid):]
     if res.shape != full_shape:  # output axes that no index varies along
         res = np.broadcast_to(res, full_shape)
-    out = np.transpose(res, np.argsort(plan.order))
+    order = np.argsort(plan.order)
+    # (no transpose when the order is already right: a fresh result, not a view of one, is
+    # what the executor can write a following elementwise step into)
+    out = res if (order == np.arange(len(order))).all() else np.transpose(res, order)
     if masked and in_bounds is not None:
         if mode is GatherScatterMode.ONE_HOT:
             fill = 0

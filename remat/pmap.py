@@ -1,0 +1,160 @@
+"""``pmap``: map a function over the leading axis of its arguments, one member per local
+device, with collectives across the mapped axis.
+
+The members run as one batched computation: ``jit(vmap(f, axis_name=...))``. remat's devices
+are all the host's memory and cores, so splitting the batch into per-device shards run on
+threads would only add per-shard Python dispatch; the batched program does each primitive
+once over all members, and the executor's own worker threads already split large array work.
+
+With several processes (``remat.distributed``) the mapped axis is this process's devices, and
+the named axis spans every process: its size in collectives is ``process_count() * local``
+and ``axis_index`` is ``process_index() * local + member`` (the collectives' rules then call
+``remat.lax.process_collectives``).
+"""
+
+import functools
+import weakref
+
+from remat import api, distributed, named_axes
+from remat.api_util import check_callable, fun_name
+from remat.call import jit
+from remat.core import get_aval
+from remat.devices import _check_backend, local_device_count
+from remat.tree_util import tree_flatten
+
+__all__ = ["pmap"]
+
+
+class _AnonymousAxis:
+    """The axis of a ``pmap`` without ``axis_name``: no collective can name it."""
+
+    def __repr__(self):
+        return "<pmap axis>"
+
+
+_ANONYMOUS = _AnonymousAxis()
+_compiled = weakref.WeakKeyDictionary()  # fun -> {options: jitted members}
+
+
+def _argnums(value, what):
+    nums = (value,) if isinstance(value, int) else tuple(value)
+    if not all(isinstance(i, int) for i in nums):
+        raise TypeError(f"pmap {what} must be an int or a tuple of ints, got {value!r}")
+    return nums
+
+
+def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
+         donate_argnums=(), devices=None, backend=None, axis_size=None):
+    """``fun`` mapped over axis ``in_axes`` of its arguments, one member per local device
+    (at most ``local_device_count()`` members), outputs stacked along ``out_axes``."""
+    check_callable(fun)
+    _check_backend(backend)
+    static = _argnums(static_broadcasted_argnums, "static_broadcasted_argnums")
+    donate = _argnums(donate_argnums, "donate_argnums")
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    name = _ANONYMOUS if axis_name is None else axis_name
+    options = (name, in_axes, out_axes, static, donate, axis_size)
+
+    @functools.wraps(fun)
+    def pmapped(*args, **kwargs):
+        if kwargs:
+            raise TypeError("pmap does not support keyword arguments; pass them positionally")
+        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+            raise ValueError(f"pmap in_axes must be an int, None, or a tuple of entries "
+                             f"corresponding to the positional arguments passed to the "
+                             f"function, but got len(in_axes)={len(in_axes)}, "
+                             f"len(args)={len(args)}")
+        size = _mapped_size(args, static, in_axes, axis_size)
+        available = len(devices) if devices is not None else local_device_count()
+        if size > available:
+            raise ValueError(f"compiling computation that requires {size} logical devices, "
+                             f"but only {available} XLA devices are available "
+                             f"(num_replicas={size})")
+        processes = distributed.process_count()
+        if processes > 1:
+            env = named_axes.extend_axis_env(name, processes * size, spans_processes=True,
+                                             local_size=size,
+                                             process_index=distributed.process_index())
+        else:
+            env = named_axes.extend_axis_env(name, size)
+        with env:
+            return _members(fun, options)(*args)
+
+    pmapped.__name__ = f"pmap({fun_name(fun)})"
+    return pmapped
+
+
+def _members(fun, options):
+    """The jitted batched program of ``fun``'s members under ``options``: made once per
+    function and options (held weakly by the function), so ``pmap(f)(x)`` written inline
+    traces once, as JAX's cache does."""
+    try:
+        per_fun = _compiled.setdefault(fun, {})
+        hit = per_fun.get(options)
+    except TypeError:  # not weakly referenceable, or options that do not hash
+        return _make_members(weakref.ref(fun) if _weakrefable(fun) else lambda: fun, options)
+    if hit is None:
+        hit = per_fun[options] = _make_members(weakref.ref(fun), options)
+    return hit
+
+
+def _weakrefable(fun):
+    try:
+        weakref.ref(fun)
+    except TypeError:
+        return False
+    return True
+
+
+def _make_members(fun_ref, options):
+    name, in_axes, out_axes, static, donate, axis_size = options
+
+    def members(*args):
+        fun = fun_ref()
+        n = len(args)
+        statics = {i % n: args[i] for i in static}
+        dynamic = [a for i, a in enumerate(args) if i not in statics]
+
+        def call(*dyn):
+            it = iter(dyn)
+            return fun(*[statics[i] if i in statics else next(it) for i in range(n)])
+
+        axes = in_axes
+        if isinstance(in_axes, tuple):
+            axes = tuple(ax for i, ax in enumerate(in_axes) if i not in statics)
+        return api.vmap(call, in_axes=axes, out_axes=out_axes, axis_name=name,
+                        axis_size=axis_size)(*dynamic)
+
+    return jit(members, static_argnums=static, donate_argnums=donate)
+
+
+def _mapped_size(args, static, in_axes, axis_size):
+    """The size of the mapped axis (checking every mapped argument agrees)."""
+    n = len(args)
+    statics = {i % n for i in static}
+    dynamic = tuple(a for i, a in enumerate(args) if i not in statics)
+    axes = in_axes
+    if isinstance(in_axes, tuple):
+        axes = tuple(ax for i, ax in enumerate(in_axes) if i not in statics)
+    flat_axes = api._flatten_axes("in_axes", dynamic, axes)
+    sizes = set()
+    for leaf, ax in zip(tree_flatten(dynamic)[0], flat_axes):
+        if ax is None:
+            continue
+        shape = get_aval(leaf).shape
+        if not -len(shape) <= ax < len(shape):
+            raise ValueError(f"pmap was requested to map its argument along axis {ax}, which "
+                             f"implies that its rank should be at least "
+                             f"{ax + 1 if ax >= 0 else -ax}, but is only {len(shape)} (its "
+                             f"shape is {shape})")
+        sizes.add(shape[ax])
+    if axis_size is not None:
+        sizes.add(int(axis_size))
+    if not sizes:
+        raise ValueError("pmap requires at least one argument with a mapped axis (in_axes), "
+                         "or axis_size")
+    if len(sizes) > 1:
+        raise ValueError(f"pmap got inconsistent sizes for array axes to be mapped: "
+                         f"{sorted(sizes)}")
+    return sizes.pop()
