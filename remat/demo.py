@@ -335,10 +335,11 @@ def _join_job():
 
 
 def train_data_parallel(policy_name, tokens, vocab, steps, config):
-    """The demo's training loop, data-parallel: each process takes its slice of every batch
-    (and of the batch's dropout masks), and the loss and gradients are averaged over the
-    processes (``process_allreduce`` of the sums) before the same Adam update on every rank.
-    The result is the single-process run on the whole batch, up to float rounding."""
+    """The demo's training loop, data-parallel as in multi-process JAX: each process takes
+    its slice of every batch (and of the batch's dropout masks) onto its one local device, the
+    step is ``pmap``-ed over axis ``'dp'``, which spans every process, and ``lax.pmean``
+    averages the loss and gradients over it before the same Adam update on every rank. The
+    result is the single-process run on the whole batch, up to float rounding."""
     count, rank = distributed.process_count(), distributed.process_index()
     batch = config["batch"]
     if batch % count:
@@ -347,10 +348,14 @@ def train_data_parallel(policy_name, tokens, vocab, steps, config):
     shard = (rank * local, batch)
     loss_fn = make_loss(make_forward(policy_name, config["n_heads"], config["dropout"], shard))
 
-    @remat.jit
-    def step(params, x, y, key):
+    def device_step(params, x, y, key):
         loss, grads = remat.value_and_grad(loss_fn)(params, x, y, key)
-        return remat.tree_util.tree_map(lambda t: t / count, lax.process_allreduce((loss, grads)))
+        return lax.pmean((loss, grads), "dp")
+
+    pmapped = remat.pmap(device_step, axis_name="dp", in_axes=(None, 0, 0, None))
+
+    def step(params, x, y, key):  # this process's examples as its one device's shard
+        return remat.tree_util.tree_map(lambda t: t[0], pmapped(params, x[None], y[None], key))
 
     params = init_params(random.PRNGKey(0), vocab, **config)
     state = (0, remat.tree_util.tree_map(jnp.zeros_like, params),
@@ -382,7 +387,8 @@ def main_data_parallel(args):
     say = print if rank == 0 else (lambda *a, **k: None)
     say(f"remat demo, data-parallel: {count} process(es), each {config['batch'] // count} of "
         f"the {config['batch']} sequences per step, policy '{policy}', {args.steps} Adam "
-        f"steps; loss and gradients averaged with process_allreduce.\n")
+        f"steps; the step is pmap-ed over axis 'dp' (one device per process) and lax.pmean "
+        f"averages loss and gradients.\n")
     dp = train_data_parallel(policy, tokens, len(chars), args.steps, config)
     share = dp["collective_share"]
     say(f"step time {dp['step_time'] * 1e3:.1f} ms (median), peak {dp['peak'] / 2**20:.2f} MiB "
