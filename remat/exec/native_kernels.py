@@ -1,9 +1,13 @@
 """The numba helpers generated native loops call: what has no one-line NumPy form in numba
 (reductions over rows with a float64 accumulator, batched matmuls, a fast float32 tanh).
+Every helper uses NumPy's error model: a float division by zero gives inf or NaN, no check
+and no exception (which would also keep loops of it from vectorizing).
 Compiled once per signature and cached on disk next to this file (``cache=True``)."""
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 # XLA's float32 tanh: a rational approximation on [-c, c] (saturated beyond), exact to a few
 # ulp; numba's tanhf is several times slower.
@@ -18,38 +22,108 @@ B0, B2, B4, B6 = _B
 _TINY = np.float32(0.0004)
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, inline="always", error_model="numpy")
+def tanh_value(v):
+    """One float32 tanh, branch-free (a select, not a jump: loops of it vectorize)."""
+    c = np.minimum(np.maximum(v, -_TANH_CLAMP), _TANH_CLAMP)
+    c2 = c * c
+    p = c2 * A13 + A11
+    p = c2 * p + A9
+    p = c2 * p + A7
+    p = c2 * p + A5
+    p = c2 * p + A3
+    p = c2 * p + A1
+    p = c * p
+    q = c2 * B6 + B4
+    q = c2 * q + B2
+    q = c2 * q + B0
+    return v if abs(v) < _TINY else p / q
+
+
+# A float32 exp that loops vectorize (numba calls libm's expf one element at a time):
+# Cody-Waite range reduction by ln 2 and Cephes' polynomial, within 1 ulp of expf over the
+# finite range; the scale 2**n applied in two halves so that overflow gives inf and
+# underflow 0 (or a subnormal) exactly as expf does.
+_LOG2E = np.float32(1.44269504088896341)
+_LN2_HI = np.float32(0.693359375)
+_LN2_LO = np.float32(-2.12194440e-4)
+_P = [np.float32(v) for v in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+                              4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)]
+P0, P1, P2, P3, P4, P5 = _P
+_EXP_LOW = np.float32(-104.0)  # exp below it rounds to 0, above _EXP_HIGH to inf
+_EXP_HIGH = np.float32(89.0)
+_HALF = np.float32(0.5)
+_ONE = np.float32(1.0)
+_ZERO = np.float32(0.0)
+
+
+@intrinsic
+def _float_from_bits(typingctx, bits):
+    """The float32 whose bit pattern is the int32 ``bits``."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return types.float32(types.int32), codegen
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _pow2(k):
+    return _float_from_bits(np.int32((k + 127) << 23))
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def exp_value(v):
+    """One float32 exp, branch-free."""
+    x = v if v == v else _ZERO
+    x = np.minimum(np.maximum(x, _EXP_LOW), _EXP_HIGH)
+    n = np.floor(x * _LOG2E + _HALF)
+    r = x - n * _LN2_HI
+    r = r - n * _LN2_LO
+    p = P0 * r + P1
+    p = p * r + P2
+    p = p * r + P3
+    p = p * r + P4
+    p = p * r + P5
+    y = p * (r * r) + r + _ONE
+    k = np.int32(n)
+    half = np.int32(k >> 1)
+    y = y * _pow2(half) * _pow2(np.int32(k - half))
+    return y if v == v else v
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def int_div(x, y):
+    """lax's signed integer division: toward zero; ``x / 0`` is -1."""
+    safe = y if y != 0 else 1
+    q = x // safe
+    q = q + ((x - q * safe != 0) and ((x < 0) != (safe < 0)))
+    return q if y != 0 else -1
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def int_rem(x, y):
+    """lax's signed integer remainder (C's, the dividend's sign); ``x % 0`` is ``x``."""
+    safe = y if y != 0 else 1
+    r = x % safe
+    r = r - safe if r != 0 and (x < 0) != (safe < 0) else r
+    return r if y != 0 else x
+
+
+@njit(cache=True, error_model="numpy")
 def tanh_f32(x):
     out = np.empty(x.shape, np.float32)
     flat_in = x.ravel()  # (a copy when x is a strided view)
     flat = out.ravel()
     for i in range(flat_in.size):
-        v = flat_in[i]
-        if abs(v) < _TINY:
-            flat[i] = v
-            continue
-        c = min(max(v, -_TANH_CLAMP), _TANH_CLAMP)
-        c2 = c * c
-        p = c2 * A13 + A11
-        p = c2 * p + A9
-        p = c2 * p + A7
-        p = c2 * p + A5
-        p = c2 * p + A3
-        p = c2 * p + A1
-        p = c * p
-        q = c2 * B6 + B4
-        q = c2 * q + B2
-        q = c2 * q + B0
-        flat[i] = p / q
+        flat[i] = tanh_value(flat_in[i])
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def tanh_f32_scalar(v):
-    return tanh_f32(np.full(1, v, np.float32))[0]
+    return tanh_value(v)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def sum_rows_f64(rows):
     out = np.empty(rows.shape[0], np.float64)
     for r in range(rows.shape[0]):
@@ -60,7 +134,7 @@ def sum_rows_f64(rows):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def sum_all_f64(x):
     """The sum of every element, accumulated in float64."""
     acc = 0.0
@@ -69,12 +143,12 @@ def sum_all_f64(x):
     return acc
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _beats(v, acc, largest):
     return v > acc if largest else v < acc
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def extreme_rows(rows, largest):
     """The largest (or smallest) element of each row; NaN if the row has one, as lax."""
     out = np.empty(rows.shape[0], rows.dtype)
@@ -91,7 +165,7 @@ def extreme_rows(rows, largest):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def prod_rows(rows):
     out = np.empty(rows.shape[0], rows.dtype)
     for r in range(rows.shape[0]):
@@ -102,7 +176,7 @@ def prod_rows(rows):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def any_rows(rows):
     out = np.zeros(rows.shape[0], np.bool_)
     for r in range(rows.shape[0]):
@@ -113,7 +187,7 @@ def any_rows(rows):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def all_rows(rows):
     out = np.ones(rows.shape[0], np.bool_)
     for r in range(rows.shape[0]):
@@ -124,7 +198,7 @@ def all_rows(rows):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def arg_extreme_rows(rows, largest):
     """The index of the largest (or smallest) element of each row: the first NaN's if the row
     has one, else the first of equal extremes, as lax."""
@@ -145,7 +219,7 @@ def arg_extreme_rows(rows, largest):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def batched_dot(a, b):
     """``a (B, M, K) @ b (B, K, N)`` per batch, BLAS for floats."""
     out = np.empty((a.shape[0], a.shape[1], b.shape[2]), a.dtype)

@@ -64,8 +64,21 @@ for _name, _f in {**_FLOAT_UNARY, **_FLOAT_BINARY}.items():
 
 def _div(ctx, eqn, ins):
     if not np.issubdtype(_out(eqn).dtype, np.floating):
-        return None  # integer division truncates toward zero in lax: no one-line form
+        return _int_scalar("int_div", eqn, ins)  # (toward zero in lax: not numba's //)
     return [f"({ins[0]} / {ins[1]})"]
+
+
+def _int_scalar(helper, eqn, ins):
+    """A signed integer div/rem of scalars by its helper (arrays: their fused loops)."""
+    if _out(eqn).dtype.kind != "i" or any(_rank(v) for v in eqn.invars):
+        return None
+    return [f"_k.{helper}({ins[0]}, {ins[1]})"]
+
+
+def _rem(ctx, eqn, ins):
+    if not np.issubdtype(_out(eqn).dtype, np.floating):
+        return _int_scalar("int_rem", eqn, ins)
+    return [f"np.fmod({ins[0]}, {ins[1]})"]
 
 
 def _max_min(fname):
@@ -76,6 +89,7 @@ def _max_min(fname):
 
 
 rules["div"] = _div
+rules["rem"] = _rem
 rules["max"] = _max_min("np.maximum")
 rules["min"] = _max_min("np.minimum")
 rules["neg"] = lambda ctx, eqn, ins: [f"(-{ins[0]})"]
@@ -185,6 +199,280 @@ EXACT_RULES = frozenset({"pad", "slice", "rev", "concatenate"})
 EXPRESSIONS = frozenset({*_BINARY_OPS, *_FLOAT_UNARY, *_FLOAT_BINARY, "div", "max", "min",
                          "neg", "abs", "sign", "square", "rsqrt", "logistic", "select_n",
                          "clamp", "and", "or", "xor", "not"})
+
+
+# --- one element, for fused loops ------------------------------------------------------------
+# The native writer computes chains of elementwise work as one explicit index loop, the
+# intermediates scalars: each equation's element from its operands' elements. numba keeps
+# float32 arithmetic in float32 but widens small integers, so every non-bool element is cast
+# back to the equation's dtype (a no-op where it already is).
+
+def _element_max_min(fname):
+    return lambda ctx, eqn, ins: f"{fname}({ins[0]}, {ins[1]})"
+
+
+def _element_integer_pow(ctx, eqn, ins):
+    y, dtype = eqn.params["y"], _out(eqn).dtype
+    if y == 0:
+        return f"({ins[0]} * {ctx.const(0, dtype)} + {ctx.const(1, dtype)})"
+    if y < 0 and not np.issubdtype(dtype, np.floating):
+        return None
+    acc, power, result = ctx.let(ins[0]), abs(y), None
+    while power:  # square-and-multiply, as lax does (so the same roundings)
+        if power & 1:
+            result = acc if result is None else ctx.let(f"{result} * {acc}")
+        power >>= 1
+        if power:
+            acc = ctx.let(f"{acc} * {acc}")
+    return f"({ctx.const(1, dtype)} / {result})" if y < 0 else result
+
+
+def _element_select_n(ctx, eqn, ins):
+    pred, cases = ins[0], ins[1:]
+    if eqn.invars[0].aval.dtype == np.bool_:
+        return f"({cases[1]} if {pred} else {cases[0]})"
+    result = cases[-1]
+    for k in range(len(cases) - 2, -1, -1):
+        result = f"({cases[k]} if {pred} == {k} else {result})"
+    return result
+
+
+def _element_convert(ctx, eqn, ins):
+    new, old = np.dtype(eqn.params["new_dtype"]), eqn.invars[0].aval.dtype
+    if new == np.bool_ and old != np.bool_:
+        return f"({ins[0]} != {ctx.const(0, old)})"
+    return f"{ctx.dtype(new)}({ins[0]})"
+
+
+def _element_tanh(ctx, eqn, ins):
+    return f"_k.tanh_value({ins[0]})" if _out(eqn).dtype == np.float32 else f"np.tanh({ins[0]})"
+
+
+def _exp(x, dtype):
+    """float32 exp as ``native_kernels.exp_value`` (within 3 ulp; a loop of it vectorizes)."""
+    return f"_k.exp_value({x})" if dtype == np.float32 else f"np.exp({x})"
+
+
+def _element_int(name, float_form):
+    """Integer div/rem as lax computes them (signed types: the helpers compute in int64)."""
+    def rule(ctx, eqn, ins):
+        dtype = _out(eqn).dtype
+        if np.issubdtype(dtype, np.floating):
+            return float_form(ctx, eqn, ins)
+        return f"_k.{name}({ins[0]}, {ins[1]})" if dtype.kind == "i" else None
+    return rule
+
+
+def _element_exp(ctx, eqn, ins):
+    dtype = _out(eqn).dtype
+    return _exp(ins[0], dtype) if np.issubdtype(dtype, np.floating) else None
+
+
+def _element_logistic(ctx, eqn, ins):
+    dtype = _out(eqn).dtype
+    if not np.issubdtype(dtype, np.floating):
+        return None
+    one = ctx.const(1, dtype)
+    return f"({one} / ({one} + {_exp(f'-{ins[0]}', dtype)}))"
+
+
+_ELEMENT_RULES = {
+    **{name: _binary(op) for name, op in _BINARY_OPS.items()},
+    **{name: _call(f) for name, f in {**_FLOAT_UNARY, **_FLOAT_BINARY}.items()},
+    "div": _element_int("int_div", _div), "rem": _element_int("int_rem", _rem),
+    "max": _element_max_min("np.maximum"), "min": _element_max_min("np.minimum"),
+    "neg": rules["neg"], "abs": rules["abs"], "sign": rules["sign"],
+    "square": lambda ctx, eqn, ins: f"({ctx.let(ins[0])} * {ctx.let(ins[0])})",
+    "rsqrt": rules["rsqrt"], "logistic": _element_logistic, "tanh": _element_tanh,
+    "exp": _element_exp,
+    "integer_pow": _element_integer_pow, "select_n": _element_select_n,
+    "clamp": lambda ctx, eqn, ins: f"np.minimum(np.maximum({ins[1]}, {ins[0]}), {ins[2]})",
+    "and": _binary("&"), "or": _binary("|"), "xor": _binary("^"),  # (bools too)
+    "not": lambda ctx, eqn, ins: f"(not {ins[0]})" if eqn.invars[0].aval.dtype == np.bool_
+    else f"(~{ins[0]})",
+    "convert_element_type": _element_convert,
+    **{name: (lambda ctx, eqn, ins: ins[0]) for name in (
+        "copy", "copy_p", "name", "stop_gradient")},
+}
+
+
+def element_source(ctx, eqn, ins):
+    """The source of one element of an elementwise equation's result from its operands'
+    elements ``ins`` (scalar sources), of the result's dtype; None if it has no such form.
+    ``ctx.let(src)`` names a scalar used more than once."""
+    rule = _ELEMENT_RULES.get(eqn.primitive.name)
+    src = rule(ctx, eqn, ins) if rule is not None else None
+    if isinstance(src, list):  # (a rule shared with the array form)
+        (src,) = src
+    dtype = _out(eqn).dtype
+    if src is None or dtype == np.bool_:
+        return src
+    return f"{ctx.dtype(dtype)}({src})"
+
+
+ELEMENTWISE = frozenset(_ELEMENT_RULES)
+
+
+# --- indices, for fused loops ----------------------------------------------------------------
+
+
+class Index:
+    """An index inside a fused loop: its source, the range ``[lo, hi]`` of values it takes in
+    the loop being written and, when it is ``var * scale + offset`` of one loop variable,
+    that form. A concatenation or pad reads only the parts a loop's range touches, and tells
+    the loop where to split (``ctx.split``) so that each piece touches one part."""
+
+    __slots__ = ("src", "lo", "hi", "var", "scale", "offset")
+
+    def __init__(self, src, lo, hi, var=None, scale=1, offset=0):
+        self.src, self.lo, self.hi = src, lo, hi
+        self.var, self.scale, self.offset = var, scale, offset
+
+    @classmethod
+    def loop(cls, var, lo, hi):
+        return cls(var, lo, hi, var)
+
+    @classmethod
+    def const(cls, k):
+        return cls(str(k), k, k)
+
+    def _affine(self, src, lo, hi, scale, offset):
+        if lo == hi:
+            return Index.const(lo)
+        return Index(src, lo, hi, self.var, scale, offset) if self.var else Index(src, lo, hi)
+
+    def shift(self, a):
+        """``self + a``."""
+        if not a:
+            return self
+        src = f"{self.src} + {a}" if a > 0 else f"{self.src} - {-a}"
+        return self._affine(src, self.lo + a, self.hi + a, self.scale, self.offset + a)
+
+    def times(self, k):
+        """``self * k`` (a positive stride)."""
+        if k == 1:
+            return self
+        return self._affine(f"({self.src}) * {k}", self.lo * k, self.hi * k, self.scale * k,
+                            self.offset * k)
+
+    def flip(self, n):
+        """``n - 1 - self``."""
+        return self._affine(f"{n - 1} - ({self.src})", n - 1 - self.hi, n - 1 - self.lo,
+                            -self.scale, n - 1 - self.offset)
+
+    def clamp(self, n):
+        """Into ``[0, n)``: the sides the range crosses."""
+        src = self.src
+        if self.lo < 0:
+            src = f"max({src}, 0)"
+        if self.hi > n - 1:
+            src = f"min({src}, {n - 1})"
+        if src == self.src:
+            return self
+        lo, hi = min(max(self.lo, 0), n - 1), min(max(self.hi, 0), n - 1)
+        return Index.const(lo) if lo == hi else Index(src, lo, hi)
+
+    def plus(self, name, most):
+        """``self + name``, ``name`` a runtime start in ``[0, most]``."""
+        return Index(f"{name} + ({self.src})", self.lo, self.hi + most)
+
+    def crossing(self, bound):
+        """The loop variable and the first value of it at which ``self >= bound`` turns (None
+        when the index is not a unit-stride form of one variable)."""
+        if self.var is None or self.scale not in (1, -1):
+            return None
+        return self.var, (bound - self.offset if self.scale == 1 else self.offset - bound + 1)
+
+
+def index_remap(eqn):
+    """For an equation whose result's elements are its operand's, rearranged: ``(idx,
+    starts) -> the operand's index`` (``Index`` lists); None for others."""
+    name, p = eqn.primitive.name, eqn.params
+    if not eqn.invars:  # (iota: its array rule)
+        return None
+    x, out = eqn.invars[0].aval, _out(eqn)
+    if name == "slice":
+        strides = p.get("strides") or (1,) * len(x.shape)
+        return lambda idx, starts: [j.times(k).shift(a) for a, k, j in
+                                    zip(p["start_indices"], strides, idx)]
+    if name == "rev":
+        dims = set(p["dimensions"])
+        return lambda idx, starts: [j.flip(n) if d in dims else j
+                                    for d, (n, j) in enumerate(zip(x.shape, idx))]
+    if name == "transpose":
+        perm = list(p["permutation"])
+        return lambda idx, starts: [idx[perm.index(d)] for d in range(len(perm))]
+    if name == "broadcast_in_dim":
+        dims = p["broadcast_dimensions"]
+        return lambda idx, starts: [idx[d] if n == out.shape[d] else Index.const(0)
+                                    for d, n in zip(dims, x.shape)]
+    if name in ("reshape", "squeeze") and [n for n in x.shape if n != 1] == \
+            [n for n in out.shape if n != 1]:
+        kept = [d for d, n in enumerate(out.shape) if n != 1]
+        spots = [d for d, n in enumerate(x.shape) if n != 1]
+
+        def remap(idx, starts):
+            inner = [Index.const(0)] * len(x.shape)
+            for d, k in zip(spots, kept):
+                inner[d] = idx[k]
+            return inner
+        return remap
+    if name == "dynamic_slice":
+        sizes = p["slice_sizes"]
+        return lambda idx, starts: [j.plus(s, n - k) for s, j, n, k in
+                                    zip(starts, idx, x.shape, sizes)]
+    return None
+
+
+def concatenate_element(ctx, eqn, parts):
+    """``idx -> source``: a concatenation's element. Only the operands whose span the loop's
+    range meets are read, each at its clamped index (in bounds wherever the loop is), the one
+    holding the index selected; each boundary inside the range is a place to split."""
+    axis = eqn.params["dimension"]
+    spans, start = [], 0
+    for v, part in zip(eqn.invars, parts):
+        n = v.aval.shape[axis]
+        if n:
+            spans.append((start, n, part))
+        start += n
+
+    def at(idx):
+        j = idx[axis]
+        live = [span for span in spans if j.lo < span[0] + span[1] and j.hi >= span[0]]
+        result = None
+        for k in range(len(live) - 1, -1, -1):
+            s, n, part = live[k]
+            if k:
+                ctx.split(j, s)
+            local = j.shift(-s).clamp(n)
+            src = part(idx[:axis] + [local] + idx[axis + 1:])
+            result = src if result is None else f"({src} if {j.src} < {s + n} else {result})"
+        return result
+    return at
+
+
+def pad_element(ctx, eqn, part, pad_value):
+    """``idx -> source``: a pad's element (no interior padding): the operand's where the
+    index is inside it (its range decides where it can), else the padding value."""
+    shape = eqn.invars[0].aval.shape
+    config = eqn.params["padding_config"]
+
+    def at(idx):
+        inner, inside = [], []
+        for j, n, (lo, _, _) in zip(idx, shape, config):
+            q = j.shift(-lo)  # the operand's index
+            if q.hi < 0 or q.lo > n - 1 or not n:
+                return pad_value
+            if q.lo < 0:
+                inside.append(f"{q.src} >= 0")
+                ctx.split(q, 0)
+            if q.hi > n - 1:
+                inside.append(f"{q.src} < {n}")
+                ctx.split(q, n)
+            inner.append(q.clamp(n))
+        src = part(inner)
+        return f"({src} if {' and '.join(inside)} else {pad_value})" if inside else src
+    return at
 
 
 def _convert(ctx, eqn, ins):
@@ -406,6 +694,18 @@ rules["reduce_or"] = _reduction("any_rows")
 rules["reduce_and"] = _reduction("all_rows")
 rules["argmax"] = _reduction("arg_extreme_rows", "True")
 rules["argmin"] = _reduction("arg_extreme_rows", "False")
+
+
+def matrix_product(eqn, ins):
+    """``(a, b)`` with ``a @ b`` the equation's result when it is a product of two matrices
+    of one BLAS type (either may be a transposed view: BLAS takes it as it is); else None."""
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    lhs, rhs, out = eqn.invars[0].aval, eqn.invars[1].aval, _out(eqn)
+    if lb or len(lc) != 1 or len(lhs.shape) != 2 or len(rhs.shape) != 2 or \
+            lhs.dtype != rhs.dtype or lhs.dtype != out.dtype or \
+            lhs.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        return None
+    return (ins[0] if lc[0] == 1 else f"{ins[0]}.T"), (ins[1] if rc[0] == 0 else f"{ins[1]}.T")
 
 
 def _dot_general(ctx, eqn, ins):
