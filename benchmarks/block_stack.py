@@ -181,7 +181,7 @@ def numpy_step_threaded(weights, h0, pool, workers):
     """The same, data-parallel: each worker runs ``numpy_step`` on its share of the tokens
     (which are independent until the weight gradients, summed at the end), with BLAS on one
     thread per worker: how fast hand-written NumPy gets on all the cores."""
-    from remat.exec import parallel
+    from remat.runtime import parallel
 
     rows = [h0[i * len(h0) // workers:(i + 1) * len(h0) // workers] for i in range(workers)]
     with parallel.session():  # (used here only to keep BLAS single-threaded meanwhile)
@@ -273,7 +273,7 @@ def measure_torch(policy, weights, h0, repeat):
 
 
 def remat_threads():
-    from remat.exec import parallel
+    from remat.runtime import parallel
 
     return parallel.num_threads()
 

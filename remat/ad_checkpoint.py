@@ -33,6 +33,7 @@ from remat.interpreters import partial_eval as pe
 from remat.interpreters.partial_eval import Offloadable, Recompute, Saveable
 from remat.lax.identity import name_p
 from remat.offload import offload_p, staged_with_reloads
+from remat.runtime import registry
 from remat.tree_util import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
 
 logger = logging.getLogger("remat.checkpoint")
@@ -219,7 +220,7 @@ def _checkpoint_inline(eqn):
     return p["jaxpr"], [True] * len(eqn.invars) if flags is True else list(flags)
 
 
-exec.passes.inline_rules[checkpoint_p] = _checkpoint_inline
+registry.inline_rules[checkpoint_p] = _checkpoint_inline
 
 
 # --- the user API ----------------------------------------------------------------------------

@@ -225,7 +225,12 @@ def _options(jaxpr, cost_model, nonzeros):
     peak, base = _model(jaxpr, cost_model, nonzeros)
     options = [Structure(0, "none", False, peak, 0.0)]
     n = len(jaxpr.eqns)
+    seen_cuts = set()
     for k in sorted({min(k, n) for k in SEGMENT_COUNTS if n}):
+        cuts = tuple(cut_points(jaxpr, k))
+        if cuts in seen_cuts:  # another count cut the same places: the same structures
+            continue
+        seen_cuts.add(cuts)
         for name, inner in INNER_POLICIES.items():
             for plain_tail in (False, True):
                 candidate = restructure(jaxpr, k, inner, plain_tail)

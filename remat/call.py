@@ -30,6 +30,7 @@ from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Primitive, Tracer, Var
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
 from remat.offload import offload_p, staged_with_reloads
+from remat.runtime import registry
 from remat.tree_util import tree_flatten, tree_unflatten
 
 jit_p = Primitive("jit")
@@ -207,7 +208,7 @@ pe.partial_eval_rules[jit_p] = _jit_partial_eval
 batching.primitive_batchers[jit_p] = _jit_batch
 pe.dce_rules[jit_p] = _jit_dce
 pe.partial_eval_jaxpr_custom_rules[jit_p] = _jit_pe_custom
-exec.passes.inline_rules[jit_p] = lambda eqn: (
+registry.inline_rules[jit_p] = lambda eqn: (
     None if eqn.params["jaxpr"].consts else (eqn.params["jaxpr"], None))
 
 

@@ -174,17 +174,36 @@ def memory_timeline(f, *args, **kwargs):
     return [(event, live - start) for event, live in samples]
 
 
-def plot_memory_timeline(timelines, path, title="live bytes over one call"):
-    """Draw one timeline or a ``{label: timeline}`` dict of them to a PNG at ``path``
-    (matplotlib is an optional dependency: ``pip install remat[demo]``)."""
+def pyplot(what):
+    """matplotlib's pyplot on the file-only Agg backend (an optional dependency: ``pip
+    install remat[demo]``), or an ImportError naming ``what`` needs it."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as e:
-        raise ImportError("plot_memory_timeline needs matplotlib: pip install 'remat[demo]'"
-                          ) from e
+        raise ImportError(f"{what} needs matplotlib: pip install 'remat[demo]'") from e
+    return plt
+
+
+def save_figure(plt, fig, ax, path, title, xlabel, ylabel):
+    """Label, grid and legend ``ax``, write ``fig`` to the PNG ``path``, and close it."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_memory_timeline(timelines, path, title="live bytes over one call"):
+    """Draw one timeline or a ``{label: timeline}`` dict of them to a PNG at ``path``
+    (matplotlib is an optional dependency: ``pip install remat[demo]``)."""
+    plt = pyplot("plot_memory_timeline")
     if not isinstance(timelines, dict):
         timelines = {"timeline": timelines}
     fig, ax = plt.subplots(figsize=(9, 4.5))
@@ -193,15 +212,9 @@ def plot_memory_timeline(timelines, path, title="live bytes over one call"):
         ys = [live / 2**20 for _, live in samples]
         peak = max(ys) if ys else 0.0
         ax.plot(xs, ys, label=f"{label} (peak {peak:.1f} MiB)", linewidth=1.2)
-    ax.set_xlabel("progress through the call (fraction of primitive executions)")
-    ax.set_ylabel("live MiB")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(plt, fig, ax, path, title,
+                       "progress through the call (fraction of primitive executions)",
+                       "live MiB")
 
 
 # --- the trade-off explorer (remat.tradeoff builds on the transformations, which import this

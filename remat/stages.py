@@ -19,7 +19,7 @@ from remat.core import ClosedJaxpr, Literal
 from remat.devices import SHARDING
 from remat.exec.fusion import FusedStep
 from remat.exec.peaks import nbytes, plan_peaks, slot_avals, sub_jaxprs
-from remat.exec.steps import elementwise_impls
+from remat.runtime.registry import elementwise_impls
 from remat.tree_util import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["ArgInfo", "Compiled", "CompiledMemoryStats", "CompilerOptions", "Lowered",

@@ -86,13 +86,7 @@ def tradeoff(fun, *args, budgets=(0.0, 0.25, 0.5, 0.75, 1.0), policies=None, var
 def plot_tradeoff(table, path, title="rematerialization: peak memory vs step time"):
     """Draw ``table`` (from ``tradeoff``) as peak MiB against ms per step, the Pareto front
     joined, to a PNG at ``path`` (matplotlib: ``pip install remat[demo]``)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        raise ImportError("plot_tradeoff needs matplotlib: pip install 'remat[demo]'") from e
+    plt = memory.pyplot("plot_tradeoff")
     fig, ax = plt.subplots(figsize=(8, 5))
     for r in table:
         auto = r.budget is not None
@@ -103,12 +97,4 @@ def plot_tradeoff(table, path, title="rematerialization: peak memory vs step tim
     front = sorted((r for r in table if r.pareto), key=lambda r: r.seconds)
     ax.plot([r.seconds * 1e3 for r in front], [r.peak_bytes / 2**20 for r in front],
             color="tab:green", linestyle="--", label="Pareto front")
-    ax.set_xlabel("ms per step")
-    ax.set_ylabel("measured peak MiB")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return memory.save_figure(plt, fig, ax, path, title, "ms per step", "measured peak MiB")

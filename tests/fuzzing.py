@@ -617,7 +617,7 @@ SIMPLE_POLICIES = (("default",), ("nothing",), ("everything",), ("dots",), ("dot
                    ("offload_dot",))
 STMT_KINDS = ("op", "op", "op", "call", "op", "scan", "op", "cond")
 WRAPPERS = ("grad", "jit", "vmap", "scan", "value_and_grad", "cond", "vjp", "jvp",
-            "linearize", "fori", "checkpoint", "auto_remat")
+            "linearize", "fori", "checkpoint")
 BUDGETS = (0.0, 0.3, 0.7, 1.0)  # fractions: every one is feasible
 
 
@@ -732,9 +732,9 @@ def draw_wrapper(ch, n_args, shapes):
     if kind == "vmap":
         return draw_wrapper_vmap(ch, shapes)
     if kind == "checkpoint":
+        if ch.integer(0, 3) == 0:  # one in four: remat's own auto_remat (costly to choose)
+            return ("auto_remat", ch.choice(BUDGETS))
         return ("checkpoint", draw_policy(ch), bool(ch.integer(0, 1)))
-    if kind == "auto_remat":
-        return ("auto_remat", ch.choice(BUDGETS))
     if kind == "scan":
         return ("scan", bool(ch.integer(0, 1)), ch.choice((None, "draw")) and draw_policy(ch))
     if kind == "cond":

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import remat
-from remat.exec import denormals, parallel
+from remat.runtime import denormals, parallel
 
 TINY = np.array([1e-40, -3e-42, 1.0], np.float32)  # two float32 subnormals and a normal
 

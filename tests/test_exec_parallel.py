@@ -11,8 +11,9 @@ import remat
 import remat.numpy as jnp
 from remat import lax, memory
 from remat.core import eval_jaxpr
-from remat.exec import fusion, parallel, plan_for
+from remat.exec import fusion, plan_for
 from remat.exec.fusion import FusedStep
+from remat.runtime import parallel
 
 f32 = np.float32
 BIG = (512, 512)  # 2**18 elements: above the split and fusion thresholds

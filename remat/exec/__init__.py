@@ -3,6 +3,6 @@ prepared plans that run on NumPy buffers, freeing each at its last use, fusing r
 elementwise steps into cache-sized tiles (``fusion``) and splitting large steps across the
 executor's worker threads (``parallel``)."""
 
-from remat.exec.parallel import session
+from remat.runtime.parallel import session
 from remat.exec.plan import Plan, evaluate, interpreted, plan_for, prepared
 from remat.exec.passes import cse_jaxpr, optimize_jaxpr

@@ -16,9 +16,9 @@ import math
 import numpy as np
 
 from remat import memory
-from remat.exec import parallel
 from remat.exec.fusion import FusedStep
 from remat.exec.steps import Step, donatable
+from remat.runtime import parallel
 
 
 def _inline(step):

@@ -14,8 +14,9 @@ import numpy as np
 
 from remat import memory
 from remat.core import Jaxpr, Literal
-from remat.exec import parallel
-from remat.exec.steps import donatable, elementwise_impls, in_place_donor, release
+from remat.exec.steps import donatable, in_place_donor, release
+from remat.runtime import parallel
+from remat.runtime.registry import elementwise_impls
 
 FUSE_MIN_ELEMENTS = 1 << 16  # smaller runs gain nothing from tiling
 TILE_ELEMENTS = 1 << 17  # a tile of each live intermediate: 512 KiB in float32, about L2-sized

@@ -9,12 +9,12 @@ import numpy as np
 
 from remat import core, memory
 from remat.exec import native, plan
-from remat.exec.parallel import session
 from remat.exec.peaks import plan_peaks
 from remat.exec.plan import _plan_and_consts, evaluate, prepared
 from remat.lax.control_flow.conditionals import cond_p
 from remat.lax.control_flow.loops import scan_p, while_p
 from remat.offload import host_empty, offload_p
+from remat.runtime.parallel import session
 
 
 @core.memoize_on_jaxpr

@@ -2,15 +2,8 @@
 
 from remat.core import Jaxpr, JaxprEqn, Literal, Var
 from remat.interpreters import partial_eval as pe
-
-# Primitives never merged by CSE: barriers exist precisely to keep values distinct, and
-# effectful or random primitives must run as often as written.
-cse_barriers = set()
-
-# prim -> fn(eqn) -> (ClosedJaxpr to inline, per-input barrier flags or None): call-like
-# primitives (jit, checkpoint) whose bodies the executor flattens into the caller's plan.
-inline_rules = {}
-barrier_primitive = None  # optimization_barrier_p, registered by remat.lax.identity
+from remat.runtime import registry
+from remat.runtime.registry import cse_barriers, inline_rules
 
 
 def inline_calls(jaxpr):
@@ -37,7 +30,7 @@ def inline_calls(jaxpr):
             picked = [i for i, (v, b) in enumerate(zip(ins, barrier)) if b and type(v) is Var]
             if picked:
                 outs = [Var(ins[i].aval) for i in picked]
-                eqns.append(JaxprEqn([ins[i] for i in picked], outs, barrier_primitive, {},
+                eqns.append(JaxprEqn([ins[i] for i in picked], outs, registry.barrier_primitive, {},
                                      eqn.source_info))
                 for i, o in zip(picked, outs):
                     ins[i] = o

@@ -14,10 +14,34 @@ from remat.interpreters.partial_eval import convert_constvars_jaxpr
 
 # Primitives whose impl returns its operand(s) (output i is input i): no new buffer.
 _IDENTITIES = frozenset({"optimization_barrier", "stop_gradient", "name"})
-# Primitives whose impl returns a NumPy view of its first operand: no new buffer. Those that
-# keep the layout give a contiguous view of a contiguous operand (reshape copies otherwise).
-_LAYOUT_VIEWS = frozenset({"reshape", "squeeze"})
-_STRIDED_VIEWS = frozenset({"transpose", "broadcast_in_dim", "slice", "rev"})
+# Primitives whose impl returns a NumPy view of its first operand: no new buffer (reshape
+# only where NumPy can reshape without a copy: decided on the operand's strides).
+_VIEWS = frozenset({"reshape", "squeeze", "transpose", "broadcast_in_dim", "slice", "rev"})
+
+
+def stand_in(shape, strides=None):
+    """A stride-only stand-in of an array (one byte per element, strides in elements; no data
+    behind it, never read): NumPy's own view and reshape logic decides what a step's impl
+    would return. C-contiguous without ``strides``."""
+    if strides is None:
+        strides = np.ones(len(shape), np.int64)
+        for i in range(len(shape) - 2, -1, -1):
+            strides[i] = strides[i + 1] * max(shape[i + 1], 1)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), shape, tuple(strides),
+                                           writeable=False)
+
+
+def _view_of(step, operand):
+    """The stand-in of what the view step's impl returns for ``operand``'s stand-in, or None
+    when it would copy (a reshape NumPy cannot do in place)."""
+    if step.primitive.name != "reshape":
+        return step.primitive.impl(operand, **step.params)
+    if step.params["dimensions"] is not None:
+        operand = np.transpose(operand, step.params["dimensions"])
+    try:
+        return np.reshape(operand, step.params["new_sizes"], copy=False)
+    except ValueError:
+        return None
 
 
 def nbytes(aval):
@@ -55,34 +79,35 @@ class _Buffers:
         self.holders = {}  # buffer id -> number of slots holding it
         self.size = {}  # buffer id -> bytes (0 for the caller's buffers)
         self.is_base = {}  # slot -> it holds its buffer itself, not a view of it
-        self.contiguous = {}  # slot -> its array is C-contiguous
+        self.layout = {}  # slot -> the stand-in of its array (``stand_in``)
         self.live = 0
         for slot in plan.in_slots:
             if slot not in self.buffer:
-                self._hold(slot, ("in", slot), 0, base=True, contiguous=True)
+                self._hold(slot, ("in", slot), 0, True, stand_in(avals[slot].shape))
 
-    def _hold(self, slot, buf, size, base, contiguous):
+    def _hold(self, slot, buf, size, base, layout):
         if buf not in self.holders:
             self.holders[buf], self.size[buf] = 0, size
             self.live += size
         self.holders[buf] += 1
-        self.buffer[slot], self.is_base[slot], self.contiguous[slot] = buf, base, contiguous
+        self.buffer[slot], self.is_base[slot], self.layout[slot] = buf, base, layout
 
     def allocate(self, slot):
-        self._hold(slot, ("out", slot), nbytes(self.avals[slot]), True, True)
+        self._hold(slot, ("out", slot), nbytes(self.avals[slot]), True,
+                   stand_in(self.avals[slot].shape))
 
-    def view(self, slot, of, contiguous):
-        self._hold(slot, self.buffer[of], 0, False, contiguous)
+    def view(self, slot, of, layout):
+        self._hold(slot, self.buffer[of], 0, False, layout)
 
-    def literal_view(self, slot, size):
-        self._hold(slot, ("literal", slot), size, False, False)
+    def literal_view(self, slot, size, layout):
+        self._hold(slot, ("literal", slot), size, False, layout)
 
     def external(self, slot):
         """A value the run does not own (a literal returned as is)."""
-        self._hold(slot, ("in", slot), 0, True, True)
+        self._hold(slot, ("in", slot), 0, True, stand_in(self.avals[slot].shape))
 
     def alias(self, slot, of):
-        self._hold(slot, self.buffer[of], 0, self.is_base[of], self.contiguous[of])
+        self._hold(slot, self.buffer[of], 0, self.is_base[of], self.layout[of])
 
     def takeover(self, slot, donor):
         """The output written into ``donor``'s buffer, when the executor may (the run owns
@@ -94,7 +119,7 @@ class _Buffers:
         self.holders[buf] = 0
         self.live -= self.size[buf]
         del self.holders[buf]
-        self._hold(slot, buf, self.size[buf], True, True)
+        self._hold(slot, buf, self.size[buf], True, stand_in(self.avals[slot].shape))
         return True
 
     def free(self, slot):
@@ -117,12 +142,19 @@ def _step_outputs(buffers, step):
                 buffers.external(out)
         return
     src = step.ins[0] if step.ins else None
-    if name in _STRIDED_VIEWS or name in _LAYOUT_VIEWS:
+    if name in _VIEWS:
         if type(src) is not int:  # a view of a literal: the literal's bytes, now tracked
-            buffers.literal_view(step.outs[0], np.asarray(src[1]).nbytes)
+            value = np.asarray(src[1])
+            view = _view_of(step, value)  # of the literal itself (small, and really there)
+            if view is None:
+                view = stand_in(buffers.avals[step.outs[0]].shape)
+            else:
+                view = stand_in(view.shape, [st // max(view.itemsize, 1) for st in view.strides])
+            buffers.literal_view(step.outs[0], value.nbytes, view)
             return
-        if name != "reshape" or buffers.contiguous[src]:
-            buffers.view(step.outs[0], src, name in _LAYOUT_VIEWS)
+        view = _view_of(step, buffers.layout[src])
+        if view is not None:
+            buffers.view(step.outs[0], src, view)
             return
     if step.donor is not None and step.default_impl() and \
             buffers.takeover(step.outs[0], step.donor):

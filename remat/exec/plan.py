@@ -9,12 +9,13 @@ import numpy as np
 
 from remat import memory
 from remat.core import Literal
-from remat.exec import parallel
 from remat.exec.codegen import compile_steps
 from remat.exec.fusion import FusedStep, cluster_elementwise, fuse_steps
 from remat.exec.passes import optimize_jaxpr
-from remat.exec.steps import Step, elementwise_impls, in_place_donor
+from remat.exec.steps import Step, in_place_donor
 from remat.interpreters.partial_eval import convert_constvars_jaxpr
+from remat.runtime import parallel
+from remat.runtime.registry import elementwise_impls
 
 
 class Plan:

@@ -5,12 +5,8 @@ import numpy as np
 
 from remat import memory
 from remat.core import Literal
-from remat.exec import parallel
-
-# prim -> (its default impl, the NumPy ufunc it is, or None): elementwise primitives. Large
-# steps of them are split across the executor's workers; one that is a ufunc may also write
-# (``out=``) into the buffer of an input that dies at that step (no new allocation).
-elementwise_impls = {}
+from remat.runtime import parallel
+from remat.runtime.registry import elementwise_impls
 
 
 class Step:

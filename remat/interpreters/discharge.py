@@ -39,13 +39,13 @@ from remat.custom_derivatives import (
     remat_opt_p,
 )
 from remat.custom_linear import linear_call_p
-from remat.exec import passes
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
 from remat.lax import state
 from remat.lax.control_flow.conditionals import cond_p
 from remat.lax.control_flow.loops import scan_p, while_p
 from remat.lax.state import AbstractRef, Ref, TangentCell
+from remat.runtime import registry
 
 __all__ = ["Discharged", "discharge_state", "has_state"]
 
@@ -868,7 +868,7 @@ def _prepare_backward_pass(jaxpr, consts):
 
 # two reads of a Ref may differ (a write between them), two new Refs are distinct Refs: a
 # staged program with state ops (jit(f).lower(...).as_text()) is never merged by CSE
-passes.cse_barriers.update({state.new_ref_p, state.empty_ref_p, state.get_p, state.freeze_p})
+registry.cse_barriers.update({state.new_ref_p, state.empty_ref_p, state.get_p, state.freeze_p})
 core.ref_eval = _eval_with_refs
 pe.writes_ref_operand = _writes_ref_operand
 ad.prepare_backward_pass = _prepare_backward_pass

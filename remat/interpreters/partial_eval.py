@@ -266,9 +266,17 @@ def has_effects(eqn):
 
 def dce_jaxpr(jaxpr, used_outputs=None, prune_inputs=False):
     """Remove equations whose outputs are unused. Returns ``(new_jaxpr, used_inputs)``;
-    with ``prune_inputs`` the unused invars are dropped from the new jaxpr too."""
+    with ``prune_inputs`` the unused invars are dropped from the new jaxpr too. Cached per
+    jaxpr object (loops' and branches' rules ask again for the same bodies)."""
     if used_outputs is None:
         used_outputs = [True] * len(jaxpr.outvars)
+    new, used_inputs = _dce_jaxpr(jaxpr, tuple(bool(u) for u in used_outputs),
+                                  bool(prune_inputs))
+    return new, list(used_inputs)
+
+
+@core.memoize_on_jaxpr
+def _dce_jaxpr(jaxpr, used_outputs, prune_inputs):
     live = {v for v, u in zip(jaxpr.outvars, used_outputs) if u and type(v) is Var}
     new_eqns = []
     for eqn in reversed(jaxpr.eqns):
@@ -293,7 +301,7 @@ def dce_jaxpr(jaxpr, used_outputs=None, prune_inputs=False):
     outvars = [v for v, u in zip(jaxpr.outvars, used_outputs) if u]
     constvars = [v for v in jaxpr.constvars if v in live]
     new = Jaxpr(constvars, invars, outvars, new_eqns, jaxpr.debug_info)
-    return new, used_inputs
+    return new, tuple(used_inputs)
 
 
 def dce_closed_jaxpr(closed, used_outputs=None, prune_inputs=False):

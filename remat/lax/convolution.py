@@ -21,7 +21,6 @@ import numpy as np
 
 from remat import core, dtypes, lax
 from remat.core import ShapedArray
-from remat.exec import parallel
 from remat.interpreters import ad, batching
 from remat.lax.dot import (
     canonicalize_precision,
@@ -29,6 +28,7 @@ from remat.lax.dot import (
     compute_dtype,
 )
 from remat.lax.standard import ANY, check_dtype, standard_primitive
+from remat.runtime import parallel
 
 __all__ = [
     "ConvDimensionNumbers",

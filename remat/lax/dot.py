@@ -15,9 +15,9 @@ import numpy as np
 
 from remat import core, dtypes, lax
 from remat.core import ShapedArray
-from remat.exec import parallel
 from remat.interpreters import ad, batching
 from remat.lax.standard import standard_primitive
+from remat.runtime import parallel
 
 __all__ = [
     "Precision",
@@ -257,12 +257,15 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_eleme
     m, n = _prod(lf_shape), _prod(rf_shape)
     a = np.transpose(lhs, lb + lf + lc)  # views; reshape copies only when it must
     b = np.transpose(rhs, rb + rc + rf)
+    # the product written into the result's own buffer (not returned as a reshaped view of
+    # another: the executor writes a following elementwise step into a buffer of its own)
+    out = np.empty(batch_shape + lf_shape + rf_shape, np.result_type(a.dtype, b.dtype))
     if lb:
         nb = _prod(batch_shape)
-        out = parallel.matmul(a.reshape(nb, m, k), b.reshape(nb, k, n))
+        parallel.matmul(a.reshape(nb, m, k), b.reshape(nb, k, n), out=out.reshape(nb, m, n))
     else:
-        out = parallel.matmul(a.reshape(m, k), b.reshape(k, n))
-    return out.reshape(batch_shape + lf_shape + rf_shape)
+        parallel.matmul(a.reshape(m, k), b.reshape(k, n), out=out.reshape(m, n))
+    return out
 
 
 dot_general_p = standard_primitive("dot_general", _dot_general_impl, _dot_general_abstract_eval)

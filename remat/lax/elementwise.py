@@ -13,7 +13,6 @@ import numpy as np
 
 from remat import core, dtypes, lax
 from remat.core import ShapedArray
-from remat.exec import steps
 from remat.interpreters import ad, batching
 from remat.lax import special
 from remat.lax.standard import (
@@ -30,6 +29,7 @@ from remat.lax.standard import (
     nary_abstract_eval,
     standard_primitive,
 )
+from remat.runtime import registry
 
 __all__ = [
     "abs",
@@ -162,7 +162,7 @@ def _register_elementwise(prim, impl):
     """The executor may split large steps of an elementwise primitive across its workers;
     a ufunc impl may also write into a dying input's buffer."""
     ufunc = impl if isinstance(impl, np.ufunc) else None
-    steps.elementwise_impls[prim] = (prim.impl, ufunc)
+    registry.elementwise_impls[prim] = (prim.impl, ufunc)
 
 
 def _unop(name, impl, accepted):
@@ -244,7 +244,8 @@ def _logistic_impl(x):
     if x.dtype.kind == "c":
         return 1 / (1 + np.exp(-x))
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+    # (as np.where of both quotients, with one division)
+    return np.divide(np.where(x < 0, e, np.ones((), e.dtype)), 1 + e)
 
 
 logistic_p = _unop("logistic", _logistic_impl, INEXACT)

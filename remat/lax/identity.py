@@ -5,10 +5,10 @@ jit executor's CSE pass never looks through)."""
 import numpy as np
 
 from remat import core, dtypes
-from remat.exec import passes
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
 from remat.lax.standard import standard_primitive
+from remat.runtime import registry
 
 __all__ = [
     "copy",
@@ -90,8 +90,8 @@ def _barrier_transpose(cts, *args):
     return result
 
 
-passes.cse_barriers.add(optimization_barrier_p)
-passes.barrier_primitive = optimization_barrier_p
+registry.cse_barriers.add(optimization_barrier_p)
+registry.barrier_primitive = optimization_barrier_p
 ad.primitive_jvps[optimization_barrier_p] = _barrier_jvp
 ad.primitive_transposes[optimization_barrier_p] = _barrier_transpose
 batching.primitive_batchers[optimization_barrier_p] = lambda vals, dims: (

@@ -20,7 +20,6 @@ from scipy.linalg import blas, lapack
 
 from remat import lax
 from remat.core import ShapedArray
-from remat.exec import parallel
 from remat.interpreters import ad, batching
 from remat.lax.linalg_common import (
     as_cols,
@@ -67,6 +66,7 @@ from remat.lax.linalg_forms import (  # noqa: F401 - remat.lax.linalg.<name>, as
     tridiagonal_solve_p,
 )
 from remat.lax.standard import INEXACT, check_dtype, standard_primitive
+from remat.runtime import parallel
 
 # JAX's ``jax.lax`` namespace has none of these names: they are ``remat.lax.linalg.<name>``.
 __all__ = []

@@ -8,9 +8,9 @@ import numpy as np
 from scipy.linalg import lapack
 
 from remat import core, lax
-from remat.exec import parallel
 from remat.interpreters import batching
 from remat.lax.standard import INEXACT, check_dtype
+from remat.runtime import parallel
 
 # --- matrix operations on lax values -----------------------------------------------------------
 

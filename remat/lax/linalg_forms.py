@@ -10,7 +10,6 @@ from scipy.linalg import lapack
 
 from remat import lax
 from remat.core import ShapedArray
-from remat.exec import parallel
 from remat.interpreters import ad, batching
 from remat.lax.linalg_common import (
     as_cols,
@@ -25,6 +24,7 @@ from remat.lax.linalg_common import (
     shape_of,
 )
 from remat.lax.standard import INEXACT, check_dtype, standard_primitive
+from remat.runtime import parallel
 
 # --- tridiagonal_solve -----------------------------------------------------------------------
 

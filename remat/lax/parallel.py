@@ -25,7 +25,7 @@ from remat import core, distributed, dtypes, lax, named_axes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
 from remat.lax import process_collectives
-from remat.lax.standard import NUMBER, check_dtype
+from remat.lax.standard import NUMBER, check_dtype, standard_primitive
 from remat.tree_util import tree_map
 
 __all__ = [
@@ -110,10 +110,7 @@ def _reduce_abstract_eval(name, accepted):
 
 
 def _reduce_primitive(name, accepted):
-    prim = core.Primitive(name)
-    prim.def_impl(_unbound_impl)
-    prim.def_abstract_eval(_reduce_abstract_eval(name, accepted))
-    return prim
+    return standard_primitive(name, _unbound_impl, _reduce_abstract_eval(name, accepted))
 
 
 _ORDERED = ("signedinteger", "unsignedinteger", "floating", "bool")
@@ -227,9 +224,7 @@ def _axis_index_abstract_eval(*, axis_name):
     return ShapedArray((), dtypes.int32)
 
 
-axis_index_p = core.Primitive("axis_index")
-axis_index_p.def_impl(_unbound_impl)
-axis_index_p.def_abstract_eval(_axis_index_abstract_eval)
+axis_index_p = standard_primitive("axis_index", _unbound_impl, _axis_index_abstract_eval)
 
 
 def _axis_index_named(size, name, vals, dims, *, axis_name):
@@ -275,9 +270,7 @@ def _all_gather_abstract_eval(aval, *, axis_name, axis, tiled):
     return aval.update(shape=tuple(shape))
 
 
-all_gather_p = core.Primitive("all_gather")
-all_gather_p.def_impl(_unbound_impl)
-all_gather_p.def_abstract_eval(_all_gather_abstract_eval)
+all_gather_p = standard_primitive("all_gather", _unbound_impl, _all_gather_abstract_eval)
 
 
 def _all_gather_named(size, name, vals, dims, *, axis_name, axis, tiled):
@@ -314,9 +307,8 @@ def _reduce_scatter_abstract_eval(aval, *, axis_name, scatter_dimension, tiled):
     return aval.update(shape=tuple(shape))
 
 
-reduce_scatter_p = core.Primitive("reduce_scatter")
-reduce_scatter_p.def_impl(_unbound_impl)
-reduce_scatter_p.def_abstract_eval(_reduce_scatter_abstract_eval)
+reduce_scatter_p = standard_primitive("reduce_scatter", _unbound_impl,
+                                      _reduce_scatter_abstract_eval)
 
 
 def _reduce_scatter_named(size, name, vals, dims, *, axis_name, scatter_dimension, tiled):
@@ -416,9 +408,7 @@ def _all_to_all_abstract_eval(aval, *, axis_name, split_axis, concat_axis):
     return aval.update(shape=tuple(shape))
 
 
-all_to_all_p = core.Primitive("all_to_all")
-all_to_all_p.def_impl(_unbound_impl)
-all_to_all_p.def_abstract_eval(_all_to_all_abstract_eval)
+all_to_all_p = standard_primitive("all_to_all", _unbound_impl, _all_to_all_abstract_eval)
 
 
 def _all_to_all_named(size, name, vals, dims, *, axis_name, split_axis, concat_axis):
@@ -488,9 +478,7 @@ def _ppermute_abstract_eval(aval, *, axis_name, perm):
     return aval
 
 
-ppermute_p = core.Primitive("ppermute")
-ppermute_p.def_impl(_unbound_impl)
-ppermute_p.def_abstract_eval(_ppermute_abstract_eval)
+ppermute_p = standard_primitive("ppermute", _unbound_impl, _ppermute_abstract_eval)
 
 
 def _gathered_members(x, d, size, axis_name):
@@ -580,9 +568,7 @@ def _pbroadcast_abstract_eval(aval, *, axis_name, source):
     return aval
 
 
-pbroadcast_p = core.Primitive("pbroadcast")
-pbroadcast_p.def_impl(_unbound_impl)
-pbroadcast_p.def_abstract_eval(_pbroadcast_abstract_eval)
+pbroadcast_p = standard_primitive("pbroadcast", _unbound_impl, _pbroadcast_abstract_eval)
 
 
 def _pbroadcast_named(size, name, vals, dims, *, axis_name, source):

@@ -19,7 +19,7 @@ from remat import core, distributed
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
 from remat.lax import elementwise as ew
-from remat.lax.standard import NUMBER, check_dtype
+from remat.lax.standard import NUMBER, check_dtype, standard_primitive
 from remat.tree_util import tree_map
 
 __all__ = [
@@ -64,9 +64,8 @@ def _allreduce_impl(x, *, op, axis_size):
     return distributed.allreduce(x, op)
 
 
-process_allreduce_p = core.Primitive("process_allreduce")
-process_allreduce_p.def_impl(_allreduce_impl)
-process_allreduce_p.def_abstract_eval(_allreduce_abstract_eval)
+process_allreduce_p = standard_primitive("process_allreduce", _allreduce_impl,
+                                         _allreduce_abstract_eval)
 
 
 def _allreduce_jvp(primals, tangents, *, op, axis_size):
@@ -125,12 +124,10 @@ def _reduce_scatter_impl(x, *, axis_size):
     return distributed.reduce_scatter(x)
 
 
-process_allgather_p = core.Primitive("process_allgather")
-process_allgather_p.def_impl(_allgather_impl)
-process_allgather_p.def_abstract_eval(_allgather_abstract_eval)
-process_reduce_scatter_p = core.Primitive("process_reduce_scatter")
-process_reduce_scatter_p.def_impl(_reduce_scatter_impl)
-process_reduce_scatter_p.def_abstract_eval(_reduce_scatter_abstract_eval)
+process_allgather_p = standard_primitive("process_allgather", _allgather_impl,
+                                         _allgather_abstract_eval)
+process_reduce_scatter_p = standard_primitive("process_reduce_scatter", _reduce_scatter_impl,
+                                              _reduce_scatter_abstract_eval)
 
 ad.deflinear(process_allgather_p, lambda ct, *, axis_size: [
     process_reduce_scatter_p.bind(ct, axis_size=axis_size)])
@@ -180,9 +177,7 @@ def _alltoall_impl(x, *, axis_size):
     return distributed.alltoall(x)
 
 
-process_alltoall_p = core.Primitive("process_alltoall")
-process_alltoall_p.def_impl(_alltoall_impl)
-process_alltoall_p.def_abstract_eval(_alltoall_abstract_eval)
+process_alltoall_p = standard_primitive("process_alltoall", _alltoall_impl, _alltoall_abstract_eval)
 ad.deflinear(process_alltoall_p, lambda ct, *, axis_size: [
     process_alltoall_p.bind(ct, axis_size=axis_size)])
 

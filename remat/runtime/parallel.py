@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from remat.exec import denormals
+from remat.runtime import denormals
 
 # Below these sizes a step runs whole on the calling thread: handing a part to a worker and
 # waiting for it costs 20 us on an idle core and up to 90 us on a busy one (measured on two
@@ -295,18 +295,20 @@ def elementwise(impl, ufunc, ins, params, shape, dtype):
     return out
 
 
-def matmul(a, b):
-    """``np.matmul(a, b)`` for operands of equal rank (and equal batch shape); inside a
-    session a large one is cut into one block of rows (or columns, or batch) per worker."""
+def matmul(a, b, out=None):
+    """``np.matmul(a, b, out=out)`` for operands of equal rank (and equal batch shape);
+    inside a session a large one is cut into one block of rows (or columns, or batch) per
+    worker."""
     workers = _state.workers
     if workers == 1 or a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2] or a.dtype == object:
-        return np.matmul(a, b)
+        return np.matmul(a, b, out=out)
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = a.shape[:-2]
     if math.prod(batch) * m * n * k < MIN_SPLIT_FLOPS:
-        return np.matmul(a, b)
-    out = np.empty(batch + (m, n), np.result_type(a.dtype, b.dtype))
+        return np.matmul(a, b, out=out)
+    if out is None:
+        out = np.empty(batch + (m, n), np.result_type(a.dtype, b.dtype))
     if batch and batch[0] >= workers:
         cuts = [(a[lo:hi], b[lo:hi], out[lo:hi]) for lo, hi in bounds(batch[0], workers)]
     elif m >= workers * 8:
@@ -314,6 +316,6 @@ def matmul(a, b):
     elif n >= workers * 8:
         cuts = [(a, b[..., lo:hi], out[..., lo:hi]) for lo, hi in bounds(n, workers)]
     else:
-        return np.matmul(a, b)
+        return np.matmul(a, b, out=out)
     run_parts(lambda x, y, o: np.matmul(x, y, out=o), cuts)
     return out

@@ -1,0 +1,15 @@
+"""What primitives tell the executor (``remat.exec``), filled in beside the primitives and
+read by the executor's planner and passes: the primitives stay below the executor.
+
+- ``elementwise_impls[prim] = (impl, ufunc or None)``: an elementwise primitive, which the
+  planner may fuse, split across workers and run in place;
+- ``cse_barriers``: primitives common-subexpression elimination never merges;
+- ``barrier_primitive``: the optimization barrier inlined calls put before their inputs;
+- ``inline_rules[prim](eqn) -> (closed_jaxpr, barrier flags or None)``: calls the executor
+  flattens into their caller's plan.
+"""
+
+elementwise_impls = {}
+cse_barriers = set()
+barrier_primitive = None  # optimization_barrier_p, registered by remat.lax.identity
+inline_rules = {}
