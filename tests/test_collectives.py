@@ -17,7 +17,7 @@ RNG = np.random.default_rng(0)
 X = RNG.standard_normal((4, 3, 4)).astype(np.float32)
 
 
-def both(make, *args, in_axes=0, axis_name="i", transform=None, rtol=1e-5):
+def check(make, *args, in_axes=0, axis_name="i", transform=None, rtol=1e-5):
     """``make(lax, np)`` built with each library, vmapped over ``axis_name`` (and wrapped by
     ``transform(lib)``); the two results compared, remat's returned."""
     outs = []
@@ -39,31 +39,31 @@ def both(make, *args, in_axes=0, axis_name="i", transform=None, rtol=1e-5):
 def test_psum_pmean_pmax_pmin_match_numpy_and_jax():
     for name, ref in (("psum", X.sum(0)), ("pmean", X.mean(0)), ("pmax", X.max(0)),
                       ("pmin", X.min(0))):
-        got = both(lambda L, N, name=name: lambda x: getattr(L, name)(x, "i"), X)
+        got = check(lambda L, N, name=name: lambda x: getattr(L, name)(x, "i"), X)
         np.testing.assert_allclose(np.asarray(got), np.broadcast_to(ref, X.shape), rtol=1e-5)
 
 
 def test_psum_of_ints_bools_and_pmean_of_ints():
     ints = np.arange(12, dtype=np.int32).reshape(4, 3)
-    got = both(lambda L, N: lambda x: L.psum(x, "i"), ints)
+    got = check(lambda L, N: lambda x: L.psum(x, "i"), ints)
     assert np.asarray(got).dtype == np.int32
-    both(lambda L, N: lambda x: L.psum(x > 5, "i"), ints)
-    both(lambda L, N: lambda x: L.pmean(x, "i"), ints)
+    check(lambda L, N: lambda x: L.psum(x > 5, "i"), ints)
+    check(lambda L, N: lambda x: L.pmean(x, "i"), ints)
 
 
 def test_psum_of_unmapped_values_multiplies_by_axis_size():
-    got = both(lambda L, N: lambda x, y: L.psum(y, "i"), X, np.float32(2.0), in_axes=(0, None))
+    got = check(lambda L, N: lambda x, y: L.psum(y, "i"), X, np.float32(2.0), in_axes=(0, None))
     np.testing.assert_allclose(np.asarray(got), 8.0)
-    both(lambda L, N: lambda x: L.psum(1.0, "i") * x, X)
-    both(lambda L, N: lambda x: L.pmean(3.0, "i") + x, X)
-    both(lambda L, N: lambda x, y: L.all_gather(y, "i"), X, np.arange(3.0, dtype=np.float32),
+    check(lambda L, N: lambda x: L.psum(1.0, "i") * x, X)
+    check(lambda L, N: lambda x: L.pmean(3.0, "i") + x, X)
+    check(lambda L, N: lambda x, y: L.all_gather(y, "i"), X, np.arange(3.0, dtype=np.float32),
          in_axes=(0, None))
 
 
 @pytest.mark.parametrize("axis,tiled", [(0, False), (1, False), (2, False), (-1, False),
                                         (0, True), (1, True)])
 def test_all_gather(axis, tiled):
-    got = both(lambda L, N: lambda x: L.all_gather(x, "i", axis=axis, tiled=tiled), X)
+    got = check(lambda L, N: lambda x: L.all_gather(x, "i", axis=axis, tiled=tiled), X)
     ref = np.moveaxis(X, 0, axis if axis >= 0 else axis + 3)
     if tiled:
         ref = np.concatenate(list(X), axis=axis)
@@ -76,7 +76,7 @@ def test_psum_scatter(dim, tiled):
     if dim == 0:
         shape[1], shape[2] = (4, 3) if not tiled else (8, 3)
     x = RNG.standard_normal(shape).astype(np.float32)
-    got = both(lambda L, N: lambda v: L.psum_scatter(v, "i", scatter_dimension=dim,
+    got = check(lambda L, N: lambda v: L.psum_scatter(v, "i", scatter_dimension=dim,
                                                      tiled=tiled), x)
     total = x.sum(0)
     for k in range(4):
@@ -93,7 +93,7 @@ def test_psum_scatter(dim, tiled):
 def test_all_to_all(split, concat, tiled):
     shape = [4, 4, 4] if not tiled else [4, 8, 4]
     x = RNG.standard_normal(shape).astype(np.float32)
-    got = both(lambda L, N: lambda v: L.all_to_all(v, "i", split, concat, tiled=tiled), x)
+    got = check(lambda L, N: lambda v: L.all_to_all(v, "i", split, concat, tiled=tiled), x)
     if not tiled:  # member k gets chunk k of every member, stacked at concat
         for k in range(4):
             ref = np.stack([np.take(x[j], k, axis=split) for j in range(4)], axis=concat)
@@ -102,12 +102,12 @@ def test_all_to_all(split, concat, tiled):
 
 def test_ppermute_pshuffle_pswapaxes_axis_index_axis_size():
     perm = [(0, 1), (1, 2), (2, 3), (3, 0)]
-    got = both(lambda L, N: lambda x: L.ppermute(x, "i", perm), X)
+    got = check(lambda L, N: lambda x: L.ppermute(x, "i", perm), X)
     np.testing.assert_array_equal(np.asarray(got), X[[3, 0, 1, 2]])
-    got = both(lambda L, N: lambda x: L.pshuffle(x, "i", [2, 0, 3, 1]), X)
+    got = check(lambda L, N: lambda x: L.pshuffle(x, "i", [2, 0, 3, 1]), X)
     np.testing.assert_array_equal(np.asarray(got), X[[2, 0, 3, 1]])
-    both(lambda L, N: lambda x: L.pswapaxes(x, "i", 1), X)
-    got = both(lambda L, N: lambda x: x * L.axis_index("i"), X)
+    check(lambda L, N: lambda x: L.pswapaxes(x, "i", 1), X)
+    got = check(lambda L, N: lambda x: x * L.axis_index("i"), X)
     assert np.asarray(remat.vmap(lambda x: lax.axis_index("i"), axis_name="i")(X)).dtype == \
         np.int32
     np.testing.assert_allclose(np.asarray(got), X * np.arange(4)[:, None, None])
@@ -156,13 +156,13 @@ def test_grad_of_collective_inside_vmap_matches_jax(name):
         op = LINEAR[name](L)
         return lambda v: (N.sin(op(v * v)) * N.sum(v)).sum()
 
-    both(make, x, transform=lambda lib, f: lib.grad(lambda v: (f(v) * w[:, 0, 0]).sum()))
-    both(lambda L, N: lib_grad(L, N, make), x)  # grad inside the vmap
+    check(make, x, transform=lambda lib, f: lib.grad(lambda v: (f(v) * w[:, 0, 0]).sum()))
+    check(lambda L, N: lib_grad(L, N, make), x)  # grad inside the vmap
 
     def tangent(lib, f):
         return lambda v: lib.jvp(f, (v,), (w,))[1]
 
-    both(make, x, transform=tangent)
+    check(make, x, transform=tangent)
 
 
 def lib_grad(L, N, make):
@@ -199,14 +199,14 @@ def test_jit_and_checkpoint_inside_and_jit_outside():
 
         return body
 
-    both(make, X)
-    both(make, X, transform=lambda lib, f: lib.jit(f))
-    both(make, X, transform=lambda lib, f: lib.grad(lambda v: lib.jit(f)(v).sum()))
-    both(lambda L, N: lib_grad(L, N, lambda L, N: lambda v: make(L, N)(v).sum()), X)
+    check(make, X)
+    check(make, X, transform=lambda lib, f: lib.jit(f))
+    check(make, X, transform=lambda lib, f: lib.grad(lambda v: lib.jit(f)(v).sum()))
+    check(lambda L, N: lib_grad(L, N, lambda L, N: lambda v: make(L, N)(v).sum()), X)
 
 
 def test_jit_with_unmapped_argument_and_psum_inside():
-    both(lambda L, N: lambda x, y: (remat if L is lax else jax).jit(
+    check(lambda L, N: lambda x, y: (remat if L is lax else jax).jit(
         lambda b: L.psum(b, "i"))(y), X, np.float32(3.0), in_axes=(0, None))
 
 
@@ -322,8 +322,8 @@ def test_collectives_inside_control_flow_match_jax(name):
     def make(L, N):
         return _control_flow_programs(L, N, remat if L is lax else jax)[name]
 
-    both(make, X[:, 0], y, in_axes=(0, None))
-    both(make, X[:, 0], y, in_axes=(0, None),
+    check(make, X[:, 0], y, in_axes=(0, None))
+    check(make, X[:, 0], y, in_axes=(0, None),
          transform=lambda lib, f: lambda a, b: lib.grad(lambda v: f(v, b).sum())(a))
 
 

@@ -47,7 +47,7 @@ def _close(actual, expected, tol=1e-5, dtype=None):
     np.testing.assert_allclose(actual, expected, rtol=tol, atol=tol)
 
 
-def _same_as_jax(actual, expected, tol=1e-5):
+def _assert_same_as_jax(actual, expected, tol=1e-5):
     """Equal values, shapes and dtypes (leaf by leaf)."""
     la, le = tree_flatten(actual)[0], tree_flatten(_jax().tree_util.tree_leaves(expected))[0]
     assert len(la) == len(le)
@@ -156,8 +156,8 @@ def test_transposes_follow_jax():
                         (jax.lax.conj, (z,), ct_c), (jax.lax.conj, (x,), ct_c),
                         (jax.lax.complex, (x, y), ct_c)]:
         mine = getattr(lax, f.__name__)
-        _same_as_jax(remat.vjp(mine, *args)[1](ct), jax.vjp(f, *args)[1](ct))
-        _same_as_jax(remat.jvp(mine, args, args)[1], jax.jvp(f, args, args)[1])
+        _assert_same_as_jax(remat.vjp(mine, *args)[1](ct), jax.vjp(f, *args)[1](ct))
+        _assert_same_as_jax(remat.jvp(mine, args, args)[1], jax.jvp(f, args, args)[1])
 
 
 def test_primitive_grads_by_finite_differences():
@@ -195,7 +195,7 @@ def test_reciprocal():
     z = crand(3)
     _close(lax.reciprocal(z), 1 / z, 1e-5, np.complex64)
     _close(lax.reciprocal(np.float32([2, 4])), [0.5, 0.25], dtype=np.float32)
-    _same_as_jax(lax.reciprocal(z), _jax().lax.reciprocal(z))
+    _assert_same_as_jax(lax.reciprocal(z), _jax().lax.reciprocal(z))
     check_complex_grads(lax.reciprocal, (z,), order=2)
 
 
@@ -217,10 +217,10 @@ def test_unary_complex_derivatives_match_jax(name):
     z = np.abs(Z.real) + 1j * Z.imag if name == "acosh" else Z
     out, tangent = remat.jvp(mine, (z,), (T,))
     j_out, j_tangent = jax.jvp(theirs, (z,), (T,))
-    _same_as_jax(out, j_out, 1e-5)
-    _same_as_jax(tangent, j_tangent, 1e-4)
+    _assert_same_as_jax(out, j_out, 1e-5)
+    _assert_same_as_jax(tangent, j_tangent, 1e-4)
     ct = (T[::-1] if np.iscomplexobj(j_out) else T.real).astype(np.asarray(j_out).dtype)
-    _same_as_jax(remat.vjp(mine, z)[1](ct), jax.vjp(theirs, z)[1](ct), 1e-4)
+    _assert_same_as_jax(remat.vjp(mine, z)[1](ct), jax.vjp(theirs, z)[1](ct), 1e-4)
 
 
 def test_acosh_derivative_follows_the_principal_branch():
@@ -258,7 +258,7 @@ def test_abs_derivative():
     _close(remat.vmap(remat.grad(jnp.abs))(np.float32([-2, 0, 3])), [-1, 1, 1])
     jax = _jax()
     for x in (z, np.complex64(0), np.float32(0), np.float32(-1.5)):
-        _same_as_jax(remat.grad(jnp.abs)(x), jax.grad(jax.numpy.abs)(x))
+        _assert_same_as_jax(remat.grad(jnp.abs)(x), jax.grad(jax.numpy.abs)(x))
 
 
 BINARY = {
@@ -282,9 +282,9 @@ def test_binary_complex_matches_jax(name):
     w = Z[::-1] * 0.7
     out, pullback = remat.vjp(lambda a, b: f(jnp, a, b), Z, w)
     j_out, j_pullback = jax.vjp(lambda a, b: f(jax.numpy, a, b), Z, w)
-    _same_as_jax(out, j_out, 1e-4)
-    _same_as_jax(pullback(T), j_pullback(T), 1e-4)
-    _same_as_jax(remat.jvp(lambda a, b: f(jnp, a, b), (Z, w), (T, T))[1],
+    _assert_same_as_jax(out, j_out, 1e-4)
+    _assert_same_as_jax(pullback(T), j_pullback(T), 1e-4)
+    _assert_same_as_jax(remat.jvp(lambda a, b: f(jnp, a, b), (Z, w), (T, T))[1],
                  jax.jvp(lambda a, b: f(jax.numpy, a, b), (Z, w), (T, T))[1], 1e-4)
     if name not in ("max", "where"):
         check_complex_grads(lambda a, b: f(jnp, a, b), (Z, w))
@@ -305,7 +305,7 @@ def test_grad_of_real_valued_functions_is_the_conjugate_convention():
     fns = [lambda m, z: m.abs(z) ** 2, lambda m, z: m.real(m.exp(z) * m.conj(z)),
            lambda m, z: m.angle(z * z), lambda m, z: m.imag(m.log(z)) + m.abs(m.sin(z))]
     for f in fns:
-        _same_as_jax(remat.grad(lambda z, f=f: f(jnp, z))(z),
+        _assert_same_as_jax(remat.grad(lambda z, f=f: f(jnp, z))(z),
                      jax.grad(lambda z, f=f: f(jax.numpy, z))(z))
 
 
@@ -321,7 +321,7 @@ def test_vjp_cotangent_conventions():
     cases = [(lambda m, x: m.exp(1j * x), x, ct_c), (lambda m, z: m.abs(z) ** 2, z, ct_r),
              (lambda m, z: m.sin(m.conj(z)) * z, z, ct_c)]
     for f, arg, ct in cases:
-        _same_as_jax(remat.vjp(lambda a, f=f: f(jnp, a), arg)[1](ct),
+        _assert_same_as_jax(remat.vjp(lambda a, f=f: f(jnp, a), arg)[1](ct),
                      jax.vjp(lambda a, f=f: f(jax.numpy, a), arg)[1](ct), 1e-5)
 
 
@@ -342,15 +342,15 @@ def test_holomorphic_grad_jacfwd_jacrev_hessian():
     h = remat.hessian(lambda z: jnp.sum(jnp.sin(z) * z), holomorphic=True)(z)
     _close(h, np.diag(2 * np.cos(z) - z * np.sin(z)), 1e-5, np.complex64)
     jax = _jax()
-    _same_as_jax(remat.jacrev(lambda z: f(jnp, z), holomorphic=True)(z),
+    _assert_same_as_jax(remat.jacrev(lambda z: f(jnp, z), holomorphic=True)(z),
                  jax.jacrev(lambda z: f(jax.numpy, z), holomorphic=True)(z))
-    _same_as_jax(remat.jacfwd(lambda z: f(jnp, z), holomorphic=True)(z),
+    _assert_same_as_jax(remat.jacfwd(lambda z: f(jnp, z), holomorphic=True)(z),
                  jax.jacfwd(lambda z: f(jax.numpy, z), holomorphic=True)(z))
     # jacrev of a real-valued function of complex inputs: rows of the conjugate convention
-    _same_as_jax(remat.jacrev(jnp.abs)(z), jax.jacrev(jax.numpy.abs)(z))
+    _assert_same_as_jax(remat.jacrev(jnp.abs)(z), jax.jacrev(jax.numpy.abs)(z))
     # jacfwd of real inputs to complex outputs
     x = frand(3)
-    _same_as_jax(remat.jacfwd(lambda x: jnp.exp(1j * x))(x),
+    _assert_same_as_jax(remat.jacfwd(lambda x: jnp.exp(1j * x))(x),
                  jax.jacfwd(lambda x: jax.numpy.exp(1j * x))(x))
 
 
@@ -396,7 +396,7 @@ def test_dot_general_transpose_does_not_conjugate():
     _close(ga, ct @ b.T, 1e-5, np.complex64)
     _close(gb, a.T @ ct, 1e-5, np.complex64)
     jax = _jax()
-    _same_as_jax(pullback(ct), jax.vjp(lambda a, b: jax.lax.dot(a, b), a, b)[1](ct))
+    _assert_same_as_jax(pullback(ct), jax.vjp(lambda a, b: jax.lax.dot(a, b), a, b)[1](ct))
     dims = (((2,), (1,)), ((0,), (0,)))
     x, y = crand(2, 3, 4), crand(2, 4, 5)
     _close(lax.dot_general(x, y, dims), np.einsum("bij,bjk->bik", x, y), 1e-5)
@@ -411,7 +411,7 @@ def test_mixed_real_complex_dot_grad():
         g = remat.grad(lambda x: jnp.real(lax.dot(x, z)))(x)
     _close(g, z.real, 1e-6, np.float32)
     jax = _jax()
-    _same_as_jax(g, jax.grad(lambda x: jax.numpy.real(jax.lax.dot(x, z)))(x))
+    _assert_same_as_jax(g, jax.grad(lambda x: jax.numpy.real(jax.lax.dot(x, z)))(x))
     with pytest.warns(np.exceptions.ComplexWarning, match="discards the imaginary part"):
         lax.convert_element_type(z, np.float32)
 
@@ -435,7 +435,7 @@ def test_complex_reductions(name):
     jax = _jax()
     ct = np.asarray(f(jax.numpy, a))
     ct = (ct * 0 + 0.5 - 0.25j).astype(ct.dtype) if np.iscomplexobj(ct) else ct * 0 + 0.5
-    _same_as_jax(remat.vjp(lambda a: f(jnp, a), a)[1](ct),
+    _assert_same_as_jax(remat.vjp(lambda a: f(jnp, a), a)[1](ct),
                  jax.vjp(lambda a: f(jax.numpy, a), a)[1](ct), 1e-4)
     check_complex_grads(lambda a: f(jnp, a), (a,))
 
@@ -487,7 +487,7 @@ def test_numpy_complex_functions_against_jax():
               lambda m: m.corrcoef(z), lambda m: m.cov(z), lambda m: m.iscomplex(z),
               lambda m: m.log2(z), lambda m: m.round(z, 2), lambda m: m.fft.hfft(z[0], 6),
               lambda m: m.fft.ihfft(z[0].real, 5), lambda m: m.angle(np.complex64(1j))):
-        _same_as_jax(f(jnp), f(jnp_j), 1e-4)
+        _assert_same_as_jax(f(jnp), f(jnp_j), 1e-4)
 
 
 def test_numpy_complex_errors_match_jax():
@@ -632,7 +632,7 @@ def test_fft_conjugating_transforms():
     check_grads(lambda x: jnp.real(jnp.fft.ihfft(x)) + jnp.imag(jnp.fft.ihfft(x)), (x,),
                 order=1)
     jax = _jax()
-    _same_as_jax(remat.grad(lambda a: jnp.sum(jnp.fft.hfft(a) ** 2))(a),
+    _assert_same_as_jax(remat.grad(lambda a: jnp.sum(jnp.fft.hfft(a) ** 2))(a),
                  jax.grad(lambda a: jax.numpy.sum(jax.numpy.fft.hfft(a) ** 2))(a), 1e-3)
 
 
@@ -670,11 +670,11 @@ def test_transformations_compose_on_complex_functions(make):
     _close(f(z), jf(z), 1e-5)
     for g in (remat.grad(f), remat.jit(remat.grad(f)), remat.grad(remat.checkpoint(f)),
               remat.grad(remat.checkpoint(f, policy=remat.checkpoint_policies.dots_saveable))):
-        _same_as_jax(g(z), expected, 1e-4)
+        _assert_same_as_jax(g(z), expected, 1e-4)
     batched = remat.vmap(remat.grad(f))(zs)
     _close(batched, np.stack([np.asarray(remat.grad(f)(zi)) for zi in zs]), 1e-5)
-    _same_as_jax(remat.jit(remat.vmap(remat.grad(f)))(zs), jax.vmap(jax.grad(jf))(zs), 1e-4)
-    _same_as_jax(remat.jvp(remat.grad(f), (z,), (z,))[1],
+    _assert_same_as_jax(remat.jit(remat.vmap(remat.grad(f)))(zs), jax.vmap(jax.grad(jf))(zs), 1e-4)
+    _assert_same_as_jax(remat.jvp(remat.grad(f), (z,), (z,))[1],
                  jax.jvp(jax.grad(jf), (z,), (z,))[1], 1e-4)
     check_complex_grads(f, (z,))
 

@@ -170,7 +170,7 @@ def test_traced_refs_are_refs_and_print_as_state_ops():
 # --- errors (as JAX's) -----------------------------------------------------------------------
 
 
-def _same_error(program, exc_type, match):
+def _check_error(program, exc_type, match):
     for lib, np_lib in ((remat, jnp), (jax, jjnp)):
         with pytest.raises(exc_type, match=match):
             program(lib, np_lib)
@@ -189,17 +189,17 @@ def test_write_checks_shape_and_dtype():
     def addupdate_shape(lib, np_lib):
         lib.new_ref(np_lib.zeros(3)).addupdate(1.0)
 
-    _same_error(wrong_shape, ValueError, r"Invalid shape for `swap`")
-    _same_error(scalar_into_array, ValueError, r"Invalid shape for `swap`")
-    _same_error(int_into_float, ValueError, r"Invalid dtype for `swap`")
-    _same_error(addupdate_shape, ValueError, r"Invalid shape for `addupdate`")
+    _check_error(wrong_shape, ValueError, r"Invalid shape for `swap`")
+    _check_error(scalar_into_array, ValueError, r"Invalid shape for `swap`")
+    _check_error(int_into_float, ValueError, r"Invalid dtype for `swap`")
+    _check_error(addupdate_shape, ValueError, r"Invalid shape for `addupdate`")
 
 
 def test_bad_indices():
     def out_of_bounds(lib, np_lib):
         lib.new_ref(np_lib.zeros(3))[5]
 
-    _same_error(out_of_bounds, ValueError, r"Out of bound indexer: idx=5, dim=3")
+    _check_error(out_of_bounds, ValueError, r"Out of bound indexer: idx=5, dim=3")
     r = remat.new_ref(jnp.zeros(3))
     with pytest.raises(IndexError, match="boolean"):
         r[jnp.array([True, False, True])]
@@ -221,9 +221,9 @@ def test_refs_are_not_arrays():
     def jit_lax_sin(lib, np_lib):
         lib.jit(lambda r: lib.lax.sin(r))(lib.new_ref(1.0))
 
-    _same_error(lax_sin, ValueError, r"Attempting to pass a Ref Ref\{float32\[\]\} to a "
+    _check_error(lax_sin, ValueError, r"Attempting to pass a Ref Ref\{float32\[\]\} to a "
                                      r"primitive: sin -- did you forget to unpack")
-    _same_error(jit_lax_sin, ValueError, r"did you forget to unpack")
+    _check_error(jit_lax_sin, ValueError, r"did you forget to unpack")
     with pytest.raises(TypeError):
         remat.new_ref(1.0) + 1  # noqa: B018
     with pytest.raises(TypeError, match="Error interpreting argument to new_ref"):
@@ -247,11 +247,11 @@ def test_refs_cannot_be_returned_or_aliased():
         r = lib.new_ref(0.0)
         lib.jit(lambda y_ref: r[...] + y_ref[...])(r)
 
-    _same_error(returned, ValueError, r"traced for jit returned a mutable array reference of "
+    _check_error(returned, ValueError, r"traced for jit returned a mutable array reference of "
                                       r"type Ref\{int32\[3\]\}")
-    _same_error(created_and_returned, ValueError, r"was created on line")
-    _same_error(aliased, ValueError, r"appeared at both x_ref and y_ref")
-    _same_error(closed_and_passed, ValueError, r"closed over and passed as the argument y_ref")
+    _check_error(created_and_returned, ValueError, r"was created on line")
+    _check_error(aliased, ValueError, r"appeared at both x_ref and y_ref")
+    _check_error(closed_and_passed, ValueError, r"closed over and passed as the argument y_ref")
     with pytest.raises(ValueError, match="checkpoint / remat returned a mutable array"):
         remat.checkpoint(lambda x: remat.new_ref(x))(1.0)
     with pytest.raises(ValueError, match="in the scope that created it"):
@@ -281,7 +281,7 @@ def test_differentiation_errors():
     def wrt_ref(lib, np_lib):
         lib.grad(lambda r: r[...].sum())(lib.new_ref(np_lib.zeros(3)))
 
-    _same_error(wrt_ref, ValueError, r"Expected cotangent type Ref\{float32\[3\]\} but got "
+    _check_error(wrt_ref, ValueError, r"Expected cotangent type Ref\{float32\[3\]\} but got "
                                      r"float32\[3\]")
     with pytest.raises(ValueError, match="Expected cotangent type"):
         remat.vjp(lambda r: r[...] ** 2, remat.new_ref(2.0))
@@ -292,7 +292,7 @@ def test_vmap_errors():
         x_ref = lib.new_ref(0.0)
         lib.vmap(lambda x: x_ref.__setitem__(Ellipsis, x))(np_lib.arange(3.0))
 
-    _same_error(batched_into_closed, Exception,
+    _check_error(batched_into_closed, Exception,
                 r"set/swap operation with vmapped value on an unbatched array reference of "
                 r"type Ref\{float32\[\]\}")
     y_ref = remat.new_ref(jnp.zeros(3))

@@ -585,57 +585,10 @@ def _ckpt_while_abstract_eval(*avals, body_jaxpr, **_):
     return body_jaxpr.out_avals
 
 
-def _batch_loop(vals, dims, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
-    """A loop batched: its operands and jaxprs to bind again, and which carries are batched.
-    With a batched predicate the loop runs while any element does, each finished element
-    held still, so the step count (and the schedule) stays one for the whole batch."""
-    size = batching.axis_size_of(vals, dims)
-    vals = [x if d is None else batching.moveaxis(x, d, 0) for x, d in zip(vals, dims)]
-    cconsts, bconsts, carry = _split(vals, cond_nconsts, body_nconsts)
-    cb, bb, kb = _split([d is not None for d in dims], cond_nconsts, body_nconsts)
-    was = list(kb)
-    while True:
-        _, out_b = batching.batch_jaxpr(body_jaxpr, size, tuple(bb + kb), tuple(kb))
-        new = _or(kb, out_b)
-        if new == kb:
-            break
-        kb = new
-    _, pred_b = batching.batch_jaxpr(cond_jaxpr, size, tuple(cb + kb), False)
-    if pred_b[0]:
-        kb = [True] * len(kb)
-    body_b, _ = batching.batch_jaxpr(body_jaxpr, size, tuple(bb + kb), tuple(kb))
-    cond_b, _ = batching.batch_jaxpr(cond_jaxpr, size, tuple(cb + kb), False)
-    carry = [batching.bdim_at_front(x, None, size) if b and not w else x
-             for x, b, w in zip(carry, kb, was)]
-    if not pred_b[0]:
-        return [*cconsts, *bconsts, *carry], cond_b, body_b, cond_nconsts, body_nconsts, kb
-    nc, nb = cond_nconsts, body_nconsts
-    c_avals = [core.get_aval(x) for x in cconsts]
-    b_avals = [core.get_aval(x) for x in bconsts]
-    k_avals = [core.get_aval(x) for x in carry]
-
-    def any_cond(*a):
-        return [lax.reduce_or(_run(cond_b, *a)[0], (0,))]
-
-    def select_body(*a):
-        cc, bc, k = a[:nc], a[nc:nc + nb], a[nc + nb:]
-        pred = _run(cond_b, *cc, *k)[0]
-        out = []
-        for old, new in zip(k, _run(body_b, *bc, *k)):
-            shape = core.get_aval(new).shape
-            which = lax.broadcast_in_dim(pred, shape, (0,)) if len(shape) > 1 else pred
-            out.append(lax.select(which, new, old))
-        return out
-
-    cond_any = _stage(any_cond, c_avals + k_avals)
-    body_sel = _stage(select_body, c_avals + b_avals + k_avals)
-    return [*cconsts, *cconsts, *bconsts, *carry], cond_any, body_sel, nc, nc + nb, kb
-
-
 def _ckpt_while_batch(vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts,
                       max_steps, checkpoints):
-    ops, cond_j, body_j, nc, nb, kb = _batch_loop(vals, dims, cond_jaxpr, body_jaxpr,
-                                                  cond_nconsts, body_nconsts)
+    ops, cond_j, body_j, nc, nb, kb = loops.batch_while(vals, dims, cond_jaxpr, body_jaxpr,
+                                                        cond_nconsts, body_nconsts)
     outs = checkpointed_while_p.bind(*ops, cond_jaxpr=cond_j, body_jaxpr=body_j,
                                      cond_nconsts=nc, body_nconsts=nb, max_steps=max_steps,
                                      checkpoints=checkpoints)
@@ -716,8 +669,8 @@ def _while_fwd_abstract_eval(*avals, body_jaxpr, checkpoints, **_):
 
 def _while_fwd_batch(vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts,
                      max_steps, checkpoints):
-    ops, cond_j, body_j, nc, nb, kb = _batch_loop(vals, dims, cond_jaxpr, body_jaxpr,
-                                                  cond_nconsts, body_nconsts)
+    ops, cond_j, body_j, nc, nb, kb = loops.batch_while(vals, dims, cond_jaxpr, body_jaxpr,
+                                                        cond_nconsts, body_nconsts)
     outs = checkpointed_while_fwd_p.bind(*ops, cond_jaxpr=cond_j, body_jaxpr=body_j,
                                          cond_nconsts=nc, body_nconsts=nb,
                                          max_steps=max_steps, checkpoints=checkpoints)

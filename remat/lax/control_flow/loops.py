@@ -628,11 +628,16 @@ def _while_transpose(cts, *args, **params):
                      "using fori_loop with static start/stop.")
 
 
-def _while_batch(vals, dims, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+def batch_while(vals, dims, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    """A while loop batched: ``(operands, cond, body, cond_nconsts, body_nconsts, which
+    carries are batched)`` to bind again. With a batched predicate the loop runs while any
+    element does, each finished element held still (so a loop's step count, and a
+    checkpointed loop's schedule, stays one for the whole batch)."""
     size = batching.axis_size_of(vals, dims)
     vals = [x if d is None else batching.moveaxis(x, d, 0) for x, d in zip(vals, dims)]
     cconsts, bconsts, carry = _while_split(vals, cond_nconsts, body_nconsts)
     cb, bb, kb = _while_split([d is not None for d in dims], cond_nconsts, body_nconsts)
+    was = list(kb)
     while True:
         _, out_b = batching.batch_jaxpr(body_jaxpr, size, tuple(bb + kb), tuple(kb))
         new = _or(kb, out_b)
@@ -644,15 +649,11 @@ def _while_batch(vals, dims, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts)
         kb = [True] * len(kb)
     body_b, _ = batching.batch_jaxpr(body_jaxpr, size, tuple(bb + kb), tuple(kb))
     cond_b, _ = batching.batch_jaxpr(cond_jaxpr, size, tuple(cb + kb), False)
-    was_batched = _while_split([d is not None for d in dims], cond_nconsts, body_nconsts)[2]
-    carry = [batching.bdim_at_front(x, None, size) if b and not was else x
-             for x, b, was in zip(carry, kb, was_batched)]
+    carry = [batching.bdim_at_front(x, None, size) if b and not w else x
+             for x, b, w in zip(carry, kb, was)]
     if not pred_b[0]:
-        outs = while_p.bind(*cconsts, *bconsts, *carry, cond_jaxpr=cond_b, body_jaxpr=body_b,
-                            cond_nconsts=cond_nconsts, body_nconsts=body_nconsts)
-        return outs, [0 if b else None for b in kb]
-    # a batched predicate: keep looping while any element runs; finished elements hold still
-    n_c, n_b = cond_nconsts, body_nconsts
+        return [*cconsts, *bconsts, *carry], cond_b, body_b, cond_nconsts, body_nconsts, kb
+    nc, nb = cond_nconsts, body_nconsts
     c_avals = [core.get_aval(x) for x in cconsts]
     b_avals = [core.get_aval(x) for x in bconsts]
     k_avals = [core.get_aval(x) for x in carry]
@@ -661,21 +662,26 @@ def _while_batch(vals, dims, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts)
         return [lax.reduce_or(_run(cond_b, *a)[0], (0,))]
 
     def select_body(*a):
-        cc, bc, k = a[:n_c], a[n_c:n_c + n_b], a[n_c + n_b:]
+        cc, bc, k = a[:nc], a[nc:nc + nb], a[nc + nb:]
         pred = _run(cond_b, *cc, *k)[0]
-        new = _run(body_b, *bc, *k)
         out = []
-        for old, upd in zip(k, new):
-            shape = core.get_aval(upd).shape
+        for old, new in zip(k, _run(body_b, *bc, *k)):
+            shape = core.get_aval(new).shape
             which = lax.broadcast_in_dim(pred, shape, (0,)) if len(shape) > 1 else pred
-            out.append(lax.select(which, upd, old))
+            out.append(lax.select(which, new, old))
         return out
 
     cond_any = _stage(any_cond, c_avals + k_avals)
     body_sel = _stage(select_body, c_avals + b_avals + k_avals)
-    outs = while_p.bind(*cconsts, *cconsts, *bconsts, *carry, cond_jaxpr=cond_any,
-                        body_jaxpr=body_sel, cond_nconsts=n_c, body_nconsts=n_c + n_b)
-    return outs, [0] * len(outs)
+    return [*cconsts, *cconsts, *bconsts, *carry], cond_any, body_sel, nc, nc + nb, kb
+
+
+def _while_batch(vals, dims, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    ops, cond_b, body_b, nc, nb, kb = batch_while(vals, dims, cond_jaxpr, body_jaxpr,
+                                                  cond_nconsts, body_nconsts)
+    outs = while_p.bind(*ops, cond_jaxpr=cond_b, body_jaxpr=body_b, cond_nconsts=nc,
+                        body_nconsts=nb)
+    return outs, [0 if b else None for b in kb]
 
 
 ad.primitive_jvps[while_p] = _while_jvp
