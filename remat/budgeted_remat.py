@@ -239,11 +239,14 @@ def _options(jaxpr, cost_model, nonzeros):
     return options
 
 
+def _being_differentiated(values):
+    return any(isinstance(x, ad.JVPTracer) and type(x.tangent) is not ad.Zero for x in values)
+
+
 def _differentiated(values):
     """Which inputs are being differentiated (a JVP tracer with a tangent); all the floating
     ones when none is (the choice is then for a later ``vjp`` of the same signature)."""
-    marked = tuple(isinstance(x, ad.JVPTracer) and type(x.tangent) is not ad.Zero
-                   for x in values)
+    marked = tuple(_being_differentiated([x]) for x in values)
     if any(marked):
         return marked
     return tuple(issubdtype(core.get_aval(x).dtype, np.inexact) for x in values)
@@ -275,7 +278,14 @@ class _AutoRemat:
                      tuple(core.get_aval(c) for c in consts))
         options = per_fun.get(weigh_key)
         if options is None or any(isinstance(c, core.Tracer) for c in consts):
-            options = _options(closed.jaxpr, self.policy.cost_model, nonzeros)
+            try:
+                options = _options(closed.jaxpr, self.policy.cost_model, nonzeros)
+            except Exception:
+                if _being_differentiated(list(consts) + list(flat_args)):
+                    raise  # the error the gradient itself would raise
+                # a function no one differentiates (here) that reverse mode cannot go
+                # through (a while loop, say): nothing to rematerialize, run it as it is
+                options = [Structure(0, "none", False, 0, 0.0)]
             per_fun[weigh_key] = options
         peaks = [s.peak for s in options]
         policy = self.policy

@@ -401,3 +401,18 @@ def test_auto_remat_of_a_function_with_its_own_refs(budget):
     want = remat.grad(lambda x: jnp.sum(f(x) ** 2))(x)
     got = remat.grad(lambda x: jnp.sum(remat.auto_remat(f, memory_budget=budget)(x) ** 2))(x)
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_auto_remat_of_a_function_reverse_mode_cannot_differentiate():
+    """A function no one differentiates runs as it is even when reverse mode could not go
+    through it (a fori_loop with a traced bound); its gradient raises the usual error (found
+    by the fuzzer: ``auto_remat(grad(f))`` weighed a second derivative)."""
+    def f(x, n):
+        return remat.lax.fori_loop(0, n, lambda i, c: jnp.sin(c) + x, x)
+
+    x = np.linspace(0.1, 0.5, 3)
+    auto = remat.auto_remat(f, memory_budget=0.5)
+    np.testing.assert_allclose(auto(x, 3), f(x, 3), rtol=1e-12)
+    np.testing.assert_allclose(remat.jit(auto)(x, 3), f(x, 3), rtol=1e-12)
+    with pytest.raises(ValueError, match="Reverse-mode differentiation does not work"):
+        remat.grad(lambda x: jnp.sum(auto(x, jnp.int32(3))))(x)
