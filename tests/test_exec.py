@@ -1,6 +1,8 @@
 """The jit executor: passes (inlining, constant folding, CSE with barriers, DCE), buffer reuse
 that never corrupts values, and freeing at last use."""
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -113,3 +115,47 @@ def test_donation_under_transformations_is_ignored():
     g = remat.grad(step)(x)
     assert not x.is_deleted()
     np.testing.assert_allclose(g, 2 * np.arange(4.0))
+
+
+def _raise_above_3(x):
+    if x > 3:
+        raise ValueError("above 3")
+
+
+def _calls_back(x):
+    y = jnp.sin(x)
+    remat.debug.callback(_raise_above_3, jnp.sum(y) * 10)  # the line the note names
+    return y
+
+
+def _scans(xs):
+    def body(c, x):
+        remat.debug.callback(_raise_above_3, c)
+        return c + x, c
+
+    return remat.lax.scan(body, 0.0, xs)  # the loop's line
+
+
+def _line_of(fun, text):
+    import inspect
+
+    lines, first = inspect.getsourcelines(fun)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+@pytest.mark.parametrize("interpreted", [False, True], ids=["generated", "interpreted"])
+def test_an_error_raised_while_a_plan_runs_names_the_users_line(interpreted):
+    """The plan runs long after tracing: a note on the error names the equation's source line
+    (the traceback alone shows remat's frames and the callback, not the jitted code)."""
+    from remat.exec import plan as exec_plan
+
+    with exec_plan.interpreted() if interpreted else contextlib.nullcontext():
+        with pytest.raises(ValueError, match="above 3") as info:
+            remat.jit(_calls_back)(jnp.ones(3))
+        line = _line_of(_calls_back, "the line the note names")
+        assert f"(raised by debug_callback at test_exec.py:{line} (_calls_back))" in \
+            info.value.__notes__
+        with pytest.raises(ValueError, match="above 3") as info:
+            remat.jit(_scans)(jnp.ones(10))
+        assert any(f"test_exec.py:{_line_of(_scans, 'the loop')}" in note
+                   for note in info.value.__notes__)

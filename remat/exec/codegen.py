@@ -11,6 +11,7 @@ an overriding impl (``prim.impl`` replaced, e.g. by a test's counter) still sees
 and a result that is an operand the run does not own is never reused in place.
 """
 
+import bisect
 import math
 
 import numpy as np
@@ -123,7 +124,9 @@ def compile_steps(plan):
                      _untrack=memory.untrack, _donatable=donatable, _plan=plan)
     src.emit(0, "def run(env, owned, sinks, sunk):")
     src.emit(1, "pass")
+    first_lines = []  # the generated line each step starts on (1-based)
     for i, step in enumerate(plan.steps):
+        first_lines.append(len(src.lines) + 1)
         src.emit(1, f"# {i}: {step.primitive.name if type(step) is Step else 'fused'}")
         sink_here = i in plan.sink_after
         if _inline(step):
@@ -142,4 +145,19 @@ def compile_steps(plan):
     namespace = dict(src.names)
     code = compile("\n".join(src.lines), f"<remat plan {id(plan):x}>", "exec")
     exec(code, namespace)
-    return namespace["run"]
+    run = namespace["run"]
+    run.first_lines = first_lines
+    return run
+
+
+def raising_step(generated, error):
+    """The index of the step of ``generated`` (a ``compile_steps`` function) that ``error``
+    was raised in, from its traceback; None when it did not come from there."""
+    tb, line = error.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code is generated.__code__:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    if line is None:
+        return None
+    return bisect.bisect_right(generated.first_lines, line) - 1

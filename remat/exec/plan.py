@@ -7,9 +7,9 @@ import weakref
 
 import numpy as np
 
-from remat import memory
+from remat import memory, source_info
 from remat.core import Literal
-from remat.exec.codegen import compile_steps
+from remat.exec.codegen import compile_steps, raising_step
 from remat.exec.fusion import FusedStep, cluster_elementwise, fuse_steps
 from remat.exec.passes import optimize_jaxpr
 from remat.exec.steps import Step, in_place_donor
@@ -129,13 +129,22 @@ class Plan:
         if memory._recorder is None and not _interpreting:
             if self._generated is None:
                 self._generated = compile_steps(self)
-            self._generated(env, owned, sinks, sunk)
+            try:
+                self._generated(env, owned, sinks, sunk)
+            except Exception as e:
+                _name_user_line(e, self.steps, raising_step(self._generated, e))
+                raise
         else:  # step by step: a timeline is being recorded, or the interpreter was asked for
             for index, step in enumerate(self.steps):
-                if sinks is not None and index in self.sink_after and type(step) is FusedStep:
-                    step.execute(env, owned, self._sink_dests(index, step, sinks))
-                else:
-                    step.execute(env, owned)
+                try:
+                    if sinks is not None and index in self.sink_after and \
+                            type(step) is FusedStep:
+                        step.execute(env, owned, self._sink_dests(index, step, sinks))
+                    else:
+                        step.execute(env, owned)
+                except Exception as e:
+                    _name_user_line(e, self.steps, index)
+                    raise
                 if sinks is not None and index in self.sink_after:
                     self._sink(index, env, owned, sinks, sunk)
                 if memory._recorder is not None:
@@ -145,6 +154,22 @@ class Plan:
         for s in owned:
             memory.untrack(env[s])
         return results
+
+
+def _name_user_line(error, steps, index):
+    """Add to ``error`` a note naming the user's line of the step that raised it (the plan
+    runs long after tracing, so the traceback alone shows only remat's frames); a loop or
+    call inside another plan gets its own line named there too."""
+    if index is None:
+        return
+    step = steps[index]
+    members = step.members if type(step) is FusedStep else [step]
+    info = next((m.source_info for m in members if m.source_info is not None), None)
+    if info is None:
+        return
+    note = f"(raised by {members[0].primitive.name} at {source_info.summarize(info)})"
+    if note not in getattr(error, "__notes__", ()):
+        error.add_note(note)
 
 
 _plans = weakref.WeakKeyDictionary()
