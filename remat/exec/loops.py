@@ -50,7 +50,13 @@ def _run_kernel(loop, kernel, peak, args):
         [native.canonical(a) if type(a) is not int else a for a in args]
     start = time.perf_counter()
     with memory.held(peak), np.errstate(all="ignore"):
-        out = kernel(*operands)
+        try:
+            out = kernel(*operands)
+        except Exception as e:
+            at = native.raised_at(kernel, e) if kernel is loop.python else None
+            if at is not None:
+                e.add_note(f"(raised in a loop's body at {at})")
+            raise
     if kernel is loop.python:
         loop.observe(time.perf_counter() - start, operands)
     return out

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from remat import source_info
 from remat.config import config
 from remat.core import Literal
 from remat.exec.native_rules import (
@@ -525,8 +526,9 @@ class _Kernel:
         if eqn.params:
             args.append(f"**{self.name_object('p', eqn.params)}")
         call = f"{impl}({', '.join(args)})"
-        if not eqn.outvars:  # run for its effect (a print, a callback), in order
-            self.line(call)
+        if not eqn.outvars:  # run for its effect (a print, a callback), in order; the
+            # comment names the user's line for an error it raises (``raised_at``)
+            self.line(f"{call}  # at {source_info.summarize(eqn.source_info)}")
             return []
         results = [f"{self.bind(call)}[{i}]" for i in range(len(eqn.outvars))] \
             if eqn.primitive.multiple_results else [call]
@@ -673,7 +675,21 @@ def _python_kernel(source, objects):
     namespace = {"np": np, "_normalized": _normalized, **objects}
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     exec(compile(source, f"<remat loop {digest}>", "exec"), namespace)
-    return namespace["kernel"]
+    kernel = namespace["kernel"]
+    kernel.source_lines = source.splitlines()
+    return kernel
+
+
+def raised_at(kernel, error):
+    """The user's line of the effect in a Python-tier ``kernel`` that raised ``error``, or
+    None."""
+    tb, line = error.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code is kernel.__code__:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    text = kernel.source_lines[line - 1] if line else ""
+    return text.rsplit("  # at ", 1)[1] if "  # at " in text else None
 
 
 def _check_operands(*jaxprs):
