@@ -257,26 +257,27 @@ def atleast_3d(*arys):
     return out[0] if len(out) == 1 else out
 
 
+def _at_least(name, tup, atleast):
+    """``tup``'s arrays raised to ``atleast``'s rank (an array: each of its rows)."""
+    if _is_array(tup):
+        return vmap(atleast)(tup)
+    _check_arraylike(name, *tup)
+    return [atleast(a) for a in tup]
+
+
 def hstack(tup, dtype=None):
     """Stack along the second axis (the first for 1-D arrays)."""
+    arrs = _at_least("hstack", tup, atleast_1d)
     if _is_array(tup):
-        arrs = vmap(atleast_1d)(tup)
         first_ndim = arrs.ndim - 1
     else:
-        _check_arraylike("hstack", *tup)
-        arrs = [atleast_1d(a) for a in tup]
         first_ndim = arrs[0].ndim if arrs else 1
     return concatenate(arrs, 0 if first_ndim == 1 else 1, dtype)
 
 
 def vstack(tup, dtype=None):
     """Stack along the first axis (1-D arrays become rows)."""
-    if _is_array(tup):
-        arrs = vmap(atleast_2d)(tup)
-    else:
-        _check_arraylike("vstack", *tup)
-        arrs = [atleast_2d(a) for a in tup]
-    return concatenate(arrs, 0, dtype)
+    return concatenate(_at_least("vstack", tup, atleast_2d), 0, dtype)
 
 
 row_stack = vstack
@@ -284,12 +285,7 @@ row_stack = vstack
 
 def dstack(tup, dtype=None):
     """Stack along the third axis."""
-    if _is_array(tup):
-        arrs = vmap(atleast_3d)(tup)
-    else:
-        _check_arraylike("dstack", *tup)
-        arrs = [atleast_3d(a) for a in tup]
-    return concatenate(arrs, 2, dtype)
+    return concatenate(_at_least("dstack", tup, atleast_3d), 2, dtype)
 
 
 def column_stack(tup):

@@ -272,6 +272,24 @@ def _impl_from(fn):
     return impl
 
 
+def _define_linear_loop(prim, forward, abstract_eval, transpose):
+    """A loop linear in its tangents computed by ``forward`` (traceable): its impl, JVP and
+    batching are ``forward``'s own; its transpose is the checkpointed backward pass."""
+
+    def jvp(primals, tangents, **params):
+        return ad.jvp_flat(functools.partial(forward, **params), primals, tangents)
+
+    def batch(vals, dims, **params):
+        size = batching.axis_size_of(vals, dims)
+        return batching.batch_flat(functools.partial(forward, **params), size, vals, dims)
+
+    prim.def_impl(_impl_from(forward))
+    prim.def_abstract_eval(abstract_eval)
+    ad.primitive_jvps[prim] = jvp
+    ad.primitive_transposes[prim] = transpose
+    batching.primitive_batchers[prim] = batch
+
+
 # --- checkpointed scan -----------------------------------------------------------------------
 
 checkpointed_scan_p = Primitive("checkpointed_scan")
@@ -479,21 +497,8 @@ def _scan_lin_transpose(cts, *args, jaxpr, num_consts, num_carry, length, revers
                                                    for c, li in zip(out, lin)]
 
 
-def _scan_lin_jvp(primals, tangents, **params):
-    return ad.jvp_flat(functools.partial(_scan_lin_forward, **params), primals, tangents)
-
-
-def _scan_lin_batch(vals, dims, **params):
-    size = batching.axis_size_of(vals, dims)
-    return batching.batch_flat(functools.partial(_scan_lin_forward, **params), size, vals,
-                               dims)
-
-
-checkpointed_scan_lin_p.def_impl(_impl_from(_scan_lin_forward))
-checkpointed_scan_lin_p.def_abstract_eval(_scan_lin_abstract_eval)
-ad.primitive_jvps[checkpointed_scan_lin_p] = _scan_lin_jvp
-ad.primitive_transposes[checkpointed_scan_lin_p] = _scan_lin_transpose
-batching.primitive_batchers[checkpointed_scan_lin_p] = _scan_lin_batch
+_define_linear_loop(checkpointed_scan_lin_p, _scan_lin_forward, _scan_lin_abstract_eval,
+                    _scan_lin_transpose)
 
 
 # --- the user-facing scan --------------------------------------------------------------------
@@ -509,7 +514,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoints=
     if k is None:
         return loops.scan(f, init, xs, length, reverse, unroll)
     xs_flat, xs_tree = tree_flatten(xs)
-    length = _scan_length(xs_flat, length)
+    length = loops.scan_length(xs_flat, length)
     if length == 0:
         return loops.scan(f, init, xs, length, reverse, unroll)
     jaxpr, consts, carry_out_tree, y_tree, init_flat = loops.trace_scan_body(
@@ -521,24 +526,6 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoints=
         unroll=int(unroll), checkpoints=min(k, length))
     return (tree_unflatten(carry_out_tree, outs[:n_carry]),
             tree_unflatten(y_tree, outs[n_carry:]))
-
-
-def _scan_length(xs_flat, length):
-    lengths = {core.get_aval(x).shape[0] if core.get_aval(x).shape else None for x in xs_flat}
-    if None in lengths:
-        raise ValueError("scan got value with no leading axis to scan over")
-    if length is not None:
-        length = int(core.concrete_or_error(length, "The length argument of scan"))
-        if lengths and lengths != {length}:
-            raise ValueError(f"scan got `length` argument of {length} which disagrees with "
-                             f"leading axis sizes {sorted(lengths)}.")
-        return length
-    if not lengths:
-        raise ValueError("scan got no values to scan over and `length` not provided.")
-    if len(lengths) > 1:
-        raise ValueError(f"scan got values with different leading axis sizes: "
-                         f"{', '.join(str(n) for n in sorted(lengths))}.")
-    return lengths.pop()
 
 
 # --- checkpointed while loop -----------------------------------------------------------------
@@ -777,21 +764,8 @@ def _while_lin_transpose(cts, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_
     return [None] * (len(args) - len(tangents)) + [c if li else None for c, li in zip(out, lin)]
 
 
-def _while_lin_jvp(primals, tangents, **params):
-    return ad.jvp_flat(functools.partial(_while_lin_forward, **params), primals, tangents)
-
-
-def _while_lin_batch(vals, dims, **params):
-    size = batching.axis_size_of(vals, dims)
-    return batching.batch_flat(functools.partial(_while_lin_forward, **params), size, vals,
-                               dims)
-
-
-checkpointed_while_lin_p.def_impl(_impl_from(_while_lin_forward))
-checkpointed_while_lin_p.def_abstract_eval(_while_lin_abstract_eval)
-ad.primitive_jvps[checkpointed_while_lin_p] = _while_lin_jvp
-ad.primitive_transposes[checkpointed_while_lin_p] = _while_lin_transpose
-batching.primitive_batchers[checkpointed_while_lin_p] = _while_lin_batch
+_define_linear_loop(checkpointed_while_lin_p, _while_lin_forward, _while_lin_abstract_eval,
+                    _while_lin_transpose)
 
 
 # --- the user-facing while loop --------------------------------------------------------------

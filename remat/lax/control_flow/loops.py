@@ -452,6 +452,26 @@ def trace_scan_body(f, init_flat, init_tree, xs_flat, xs_tree):
     return jaxpr, consts, carry_out_tree, y_tree, init_flat
 
 
+def scan_length(xs_flat, length):
+    """The trip count of a scan over ``xs_flat`` (their common leading size, or ``length``),
+    with JAX's errors."""
+    lengths = {core.get_aval(x).shape[0] if core.get_aval(x).shape else None for x in xs_flat}
+    if None in lengths:
+        raise ValueError("scan got value with no leading axis to scan over")
+    if length is not None:
+        length = int(core.concrete_or_error(length, "The length argument of scan"))
+        if lengths and lengths != {length}:
+            raise ValueError(f"scan got `length` argument of {length} which disagrees with "
+                             f"leading axis sizes {sorted(lengths)}.")
+        return length
+    if not lengths:
+        raise ValueError("scan got no values to scan over and `length` not provided.")
+    if len(lengths) > 1:
+        raise ValueError(f"scan got values with different leading axis sizes: "
+                         f"{', '.join(str(n) for n in sorted(lengths))}.")
+    return lengths.pop()
+
+
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoints=None,
          memory_budget=None):
     """Loop ``carry, y = f(carry, x)`` over the leading axis of ``xs``, stacking the ``y``.
@@ -463,21 +483,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoints=
         return checkpointed_scan(f, init, xs, length, reverse, unroll, checkpoints=checkpoints,
                                  memory_budget=memory_budget)
     xs_flat, xs_tree = tree_flatten(xs)
-    lengths = {core.get_aval(x).shape[0] if core.get_aval(x).shape else None for x in xs_flat}
-    if None in lengths:
-        raise ValueError("scan got value with no leading axis to scan over")
-    if length is not None:
-        length = int(core.concrete_or_error(length, "The length argument of scan"))
-        if lengths and lengths != {length}:
-            raise ValueError(f"scan got `length` argument of {length} which disagrees with "
-                             f"leading axis sizes {sorted(lengths)}.")
-    else:
-        if not lengths:
-            raise ValueError("scan got no values to scan over and `length` not provided.")
-        if len(lengths) > 1:
-            raise ValueError(f"scan got values with different leading axis sizes: "
-                             f"{', '.join(str(n) for n in sorted(lengths))}.")
-        length = lengths.pop()
+    length = scan_length(xs_flat, length)
     init_flat, init_tree = tree_flatten(init)
     jaxpr, consts, carry_out_tree, y_tree, init_flat = trace_scan_body(
         f, init_flat, init_tree, xs_flat, xs_tree)
