@@ -8,19 +8,25 @@ for everything remat allocates.
 """
 
 import contextlib
+import gc
 import importlib
 import math
 import os
+import threading
 
 import numpy as np
 
 from remat import source_info
 from remat.errors import OutOfMemoryError
 
-_owners = {}  # id(owning ndarray) -> [number of holders, nbytes, is_host]
+_owners = {}  # id(owning ndarray) -> [number of holders, nbytes, is_host, the ndarray]
 _live = 0
 _peak = 0
 _host = 0  # bytes of offloaded buffers (memory-mapped files), outside the working set
+# Calls run concurrently from the user's threads and share input buffers: every update of the
+# counts holds this lock (an update lost to a race would leave a holder count wrong for good,
+# and a later buffer given the same id would then go uncounted).
+_lock = threading.Lock()
 
 
 def _owner(buf):
@@ -35,33 +41,36 @@ def track(buf):
     residuals) count as host bytes, not live working memory."""
     global _live, _peak, _host
     owner = buf if buf.base is None else _owner(buf)
-    entry = _owners.get(id(owner))
-    if entry is None:
-        nbytes = owner.nbytes
-        is_host = isinstance(owner, np.memmap)
-        _owners[id(owner)] = [1, nbytes, is_host]
-        if is_host:
-            _host += nbytes
+    with _lock:
+        entry = _owners.get(id(owner))
+        if entry is None:
+            nbytes = owner.nbytes
+            is_host = isinstance(owner, np.memmap)
+            # (holding the owner keeps its id from being reused while the entry stands)
+            _owners[id(owner)] = [1, nbytes, is_host, owner]
+            if is_host:
+                _host += nbytes
+            else:
+                _live += nbytes
+                if _live > _peak:
+                    _peak = _live
         else:
-            _live += nbytes
-            if _live > _peak:
-                _peak = _live
-    else:
-        entry[0] += 1
+            entry[0] += 1
 
 
 def untrack(buf):
     """One holder of ``buf`` let go of it; the bytes are freed when the last one does."""
     global _live, _host
     key = id(buf if buf.base is None else _owner(buf))
-    entry = _owners[key]
-    entry[0] -= 1
-    if entry[0] == 0:
-        del _owners[key]
-        if entry[2]:
-            _host -= entry[1]
-        else:
-            _live -= entry[1]
+    with _lock:
+        entry = _owners[key]
+        entry[0] -= 1
+        if entry[0] == 0:
+            del _owners[key]
+            if entry[2]:
+                _host -= entry[1]
+            else:
+                _live -= entry[1]
 
 
 def holders(buf):
@@ -75,12 +84,14 @@ def held(nbytes):
     """``nbytes`` counted live inside: work whose buffers remat does not hold one by one (a
     native loop's iteration), accounted once at its modelled peak."""
     global _live, _peak
-    _live += nbytes
-    _peak = max(_peak, _live)
+    with _lock:
+        _live += nbytes
+        _peak = max(_peak, _live)
     try:
         yield
     finally:
-        _live -= nbytes
+        with _lock:
+            _live -= nbytes
 
 
 def live_bytes():
@@ -101,8 +112,16 @@ def peak_bytes():
 def reset_peak():
     """Restart the high-water mark from the current live bytes; returns that value."""
     global _peak
-    _peak = _live
-    return _peak
+    with _lock:
+        _peak = _live
+        return _peak
+
+
+def _settled_live():
+    """The live bytes once garbage already unreachable is freed: were it collected during a
+    measurement, the bytes it freed would hide that many of the call's own."""
+    gc.collect()
+    return _live
 
 
 def peak_memory(f, *args, **kwargs):
@@ -110,6 +129,7 @@ def peak_memory(f, *args, **kwargs):
 
     The result is also kept alive until the measurement ends, so its bytes count.
     """
+    _settled_live()
     start = reset_peak()
     out = f(*args, **kwargs)
     peak = _peak - start
@@ -163,7 +183,7 @@ def memory_timeline(f, *args, **kwargs):
     global _recorder
     if _recorder is not None:
         raise RuntimeError("memory_timeline calls cannot be nested")
-    start = _live
+    start = _settled_live()
     _recorder = [("start", start)]
     try:
         out = f(*args, **kwargs)

@@ -71,17 +71,19 @@ def _scan_impl(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
           for a, off in zip(jaxpr.out_avals[num_carry:], offloaded)]
     for y in ys:
         memory.track(y)
-    loop = native.scan_loop(jaxpr, num_consts, num_carry, reverse) if not any(offloaded) \
-        else None
-    kernel = _kernel(loop)
-    if kernel is not None and length:
-        out = _run_kernel(loop, kernel, _iteration_peak(jaxpr),
-                          [length, *jaxpr.consts, *args, *ys])
-        carry = [np.asarray(c, a.dtype) for c, a in zip(out, jaxpr.out_avals[:num_carry])]
-    else:
-        carry = _scan_steps(jaxpr, consts, carry, xs, ys, num_carry, length, reverse)
-    for y in ys:
-        memory.untrack(y)
+    try:
+        loop = native.scan_loop(jaxpr, num_consts, num_carry, reverse) \
+            if not any(offloaded) else None
+        kernel = _kernel(loop)
+        if kernel is not None and length:
+            out = _run_kernel(loop, kernel, _iteration_peak(jaxpr),
+                              [length, *jaxpr.consts, *args, *ys])
+            carry = [np.asarray(c, a.dtype) for c, a in zip(out, jaxpr.out_avals[:num_carry])]
+        else:
+            carry = _scan_steps(jaxpr, consts, carry, xs, ys, num_carry, length, reverse)
+    finally:
+        for y in ys:
+            memory.untrack(y)
     return carry + ys
 
 
@@ -89,24 +91,26 @@ def _scan_steps(jaxpr, consts, carry, xs, ys, num_carry, length, reverse):
     """The scan on the body's prepared plan, its ys written into their stacked buffers."""
     owned_carry = False
     body = prepared(jaxpr)
-    with session():  # one for the loop: each step's plan nests in it
-        for i in (range(length - 1, -1, -1) if reverse else range(length)):
-            # each iteration writes its ys straight into their stacked buffers
-            sinks = [None] * num_carry + [buf[i, ...] for buf in ys]
-            outs = body(*consts, *carry, *[x[i] for x in xs], sinks=sinks)
-            if owned_carry:
-                for c in carry:
-                    memory.untrack(c)
-            carry = [np.asarray(c) for c in outs[:num_carry]]
+    try:
+        with session():  # one for the loop: each step's plan nests in it
+            for i in (range(length - 1, -1, -1) if reverse else range(length)):
+                # each iteration writes its ys straight into their stacked buffers
+                sinks = [None] * num_carry + [buf[i, ...] for buf in ys]
+                outs = body(*consts, *carry, *[x[i] for x in xs], sinks=sinks)
+                new = [np.asarray(c) for c in outs[:num_carry]]
+                if owned_carry:
+                    for c in carry:
+                        memory.untrack(c)
+                for c in new:
+                    memory.track(c)
+                carry, owned_carry = new, True
+                for sink, y in zip(sinks[num_carry:], outs[num_carry:]):
+                    if y is not sink:  # outputs that are inputs or literals are not sunk
+                        sink[...] = y
+    finally:
+        if owned_carry:
             for c in carry:
-                memory.track(c)
-            owned_carry = True
-            for sink, y in zip(sinks[num_carry:], outs[num_carry:]):
-                if y is not sink:  # outputs that are inputs or literals are not sunk
-                    sink[...] = y
-    if owned_carry:
-        for c in carry:
-            memory.untrack(c)
+                memory.untrack(c)
     return carry
 
 
@@ -126,17 +130,19 @@ def _while_steps(args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     bconsts = args[cond_nconsts:cond_nconsts + body_nconsts]
     carry = list(args[cond_nconsts + body_nconsts:])
     owned = False
-    while evaluate(cond_jaxpr, *cconsts, *carry)[0]:
-        new = [np.asarray(c) for c in evaluate(body_jaxpr, *bconsts, *carry)]
-        for c in new:
-            memory.track(c)
+    try:
+        while evaluate(cond_jaxpr, *cconsts, *carry)[0]:
+            new = [np.asarray(c) for c in evaluate(body_jaxpr, *bconsts, *carry)]
+            for c in new:
+                memory.track(c)
+            if owned:
+                for c in carry:
+                    memory.untrack(c)
+            carry, owned = new, True
+    finally:
         if owned:
             for c in carry:
                 memory.untrack(c)
-        carry, owned = new, True
-    if owned:
-        for c in carry:
-            memory.untrack(c)
     return carry
 
 

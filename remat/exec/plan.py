@@ -120,12 +120,21 @@ class Plan:
         for s, a in zip(self.in_slots, args):
             env[s] = a
         owned = set()
-        for i in donated:
-            slot = self.in_slots[i]
-            if slot not in owned:
-                memory.track(args[i])
-                owned.add(slot)
-        sunk = {}
+        try:
+            for i in donated:
+                slot = self.in_slots[i]
+                if slot not in owned:
+                    memory.track(args[i])
+                    owned.add(slot)
+            sunk = {}
+            self._steps(env, owned, sinks, sunk)
+            return [sunk[p] if p in sunk else env[a] if type(a) is int else a[1]
+                    for p, a in enumerate(self.out_atoms)]
+        finally:  # (also when a step raised: its intermediates die with the run)
+            for s in owned:
+                memory.untrack(env[s])
+
+    def _steps(self, env, owned, sinks, sunk):
         if memory._recorder is None and not _interpreting:
             if self._generated is None:
                 self._generated = compile_steps(self)
@@ -134,26 +143,21 @@ class Plan:
             except Exception as e:
                 _name_user_line(e, self.steps, raising_step(self._generated, e))
                 raise
-        else:  # step by step: a timeline is being recorded, or the interpreter was asked for
-            for index, step in enumerate(self.steps):
-                try:
-                    if sinks is not None and index in self.sink_after and \
-                            type(step) is FusedStep:
-                        step.execute(env, owned, self._sink_dests(index, step, sinks))
-                    else:
-                        step.execute(env, owned)
-                except Exception as e:
-                    _name_user_line(e, self.steps, index)
-                    raise
-                if sinks is not None and index in self.sink_after:
-                    self._sink(index, env, owned, sinks, sunk)
-                if memory._recorder is not None:
-                    step.record()
-        results = [sunk[p] if p in sunk else env[a] if type(a) is int else a[1]
-                   for p, a in enumerate(self.out_atoms)]
-        for s in owned:
-            memory.untrack(env[s])
-        return results
+            return
+        for index, step in enumerate(self.steps):  # a timeline is being recorded, or the
+            try:                                   # interpreter was asked for
+                if sinks is not None and index in self.sink_after and \
+                        type(step) is FusedStep:
+                    step.execute(env, owned, self._sink_dests(index, step, sinks))
+                else:
+                    step.execute(env, owned)
+            except Exception as e:
+                _name_user_line(e, self.steps, index)
+                raise
+            if sinks is not None and index in self.sink_after:
+                self._sink(index, env, owned, sinks, sunk)
+            if memory._recorder is not None:
+                step.record()
 
 
 def _name_user_line(error, steps, index):
