@@ -380,17 +380,17 @@ def test_fused_random_chains_agree_with_python_tier(native_loops, seed, f32):
 def test_python_tier_holds_transposed_gradient_carries_bit_exactly(monkeypatch):
     """A weight's gradient accumulated as ``dW + (x.T @ g).T`` is held transposed by the
     Python tier's kernel; its results stay the interpreter's bit for bit."""
-    from remat.exec import native
+    from remat.exec import loop_source
 
     found = []
-    original = native._transposed_carries
+    original = loop_source.transposed_carries
 
     def spy(*args):
         result = original(*args)
         found.append(len(result))
         return result
 
-    monkeypatch.setattr(native, "_transposed_carries", spy)
+    monkeypatch.setattr(loop_source, "transposed_carries", spy)
     rng = np.random.default_rng(3)
     p = {"wx": rng.standard_normal((5, 7)).astype(np.float32),
          "wh": rng.standard_normal((7, 7)).astype(np.float32) / 3}
