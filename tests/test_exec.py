@@ -189,3 +189,43 @@ def test_an_error_raised_while_a_plan_runs_names_the_users_line(interpreted):
         for text in ("the loop", "the body's line"):
             assert any(f"test_exec.py:{_line_of(_scans, text)}" in note
                        for note in info.value.__notes__), (text, info.value.__notes__)
+
+
+def test_a_products_transpose_is_folded_into_the_product():
+    """``transpose(x @ w)`` whose only use is the transpose becomes ``w.T @ x.T`` written
+    directly (JAX's weight gradients): no transpose step, a C-contiguous result, the eager
+    value; a product used elsewhere too, or batched, keeps its transpose."""
+    from remat.exec import plan_for
+    from remat.exec.passes import optimize_jaxpr
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    w = rng.standard_normal((5, 3)).astype(np.float32)
+
+    def names(fun, *args):
+        return [e.primitive.name for e in optimize_jaxpr(remat.jit(fun).lower(*args).jaxpr).eqns]
+
+    grad = remat.grad(lambda w, x: jnp.sum(jnp.tanh(x @ w)))
+    assert "transpose" not in names(grad, w, x)
+    got = remat.jit(grad)(w, x)
+    assert np.asarray(got).flags.c_contiguous
+    np.testing.assert_allclose(np.asarray(got), np.asarray(grad(w, x)), rtol=1e-6)
+    assert not any(type(s).__name__ == "Step" and s.primitive.name == "transpose"
+                   for s in plan_for(remat.jit(grad).lower(w, x).jaxpr).steps)
+
+    def also_used(x, w):
+        y = x @ w
+        return y.T, y
+
+    assert "transpose" in names(also_used, x, w)
+    batched = rng.standard_normal((2, 6, 5)).astype(np.float32)
+    assert "transpose" in names(lambda a: jnp.swapaxes(a @ a.transpose(0, 2, 1), 0, 1),
+                                batched)
+    t, y = remat.jit(also_used)(x, w)
+    np.testing.assert_allclose(np.asarray(t), (x @ w).T, rtol=1e-6)
+    three = rng.standard_normal((5, 4, 2)).astype(np.float32)  # free dims (6) and (4, 2)
+    fun = remat.jit(lambda x, three: jnp.transpose(jnp.tensordot(x, three, 1), (1, 2, 0)))
+    assert "transpose" not in names(lambda x, three: jnp.transpose(jnp.tensordot(x, three, 1),
+                                                                   (1, 2, 0)), x, three)
+    np.testing.assert_allclose(np.asarray(fun(x, three)),
+                               np.transpose(np.tensordot(x, three, 1), (1, 2, 0)), rtol=1e-5)

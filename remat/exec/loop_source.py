@@ -64,7 +64,6 @@ class _Kernel:
         self.reusable = frozenset()  # vars whose buffer is allocated once, before the loop
         self.memo = {}  # (lazy value, index) -> the name of its element in the current loop
         self.splits = None  # loop variable -> where to split its loop (while one is tried)
-        self.transposed = set()  # positions of the scan's carries held transposed
 
     def fresh(self):
         self.count += 1
@@ -102,15 +101,13 @@ class _Kernel:
             self.invariant.add(name)
         return name
 
-    def body(self, jaxpr, ins, escaping=None, stored=(), carries=None):
+    def body(self, jaxpr, ins, escaping=None, stored=()):
         """Write ``jaxpr``'s equations on the operand sources ``ins``; its outputs' sources.
 
         ``escaping``: for the kernel's own loop body, the positions of the outputs that
         outlive an iteration (carries); every other array the native tier computes there gets
         a buffer allocated once, before the loop. ``stored``: positions of outputs the caller
-        stores itself (``store``), returned as they are (possibly lazy). ``carries``: the
-        kernel's own scan body, ``(num_consts, num_carry)``: on the Python tier, a carry
-        accumulated as ``c + transpose(x)`` is held transposed (``transposed_carries``).
+        stores itself (``store``), returned as they are (possibly lazy).
 
         Two rewrites keep tiny-array work from allocating at every equation on the Python
         tier: a single-use elementwise result stays an expression inside its consumer's, and
@@ -122,17 +119,12 @@ class _Kernel:
         saved = self.reusable
         self.reusable = frozenset() if escaping is None or not self.native else \
             _reusable(jaxpr, [jaxpr.outvars[i] for i in escaping])
-        skipped = {}
-        if carries is not None and not self.native:
-            found = transposed_carries(jaxpr, *carries)
-            self.transposed = set(found)
-            skipped = {t: (t.invars[0], t.outvars[0]) for t in found.values()}
         try:
-            return self._write(jaxpr, ins, stored, skipped)
+            return self._write(jaxpr, ins, stored)
         finally:
             self.reusable = saved
 
-    def _write(self, jaxpr, ins, stored, skipped):
+    def _write(self, jaxpr, ins, stored):
         env = dict(zip(jaxpr.invars, ins))
         uses, consumer = {}, {}
         for eqn in jaxpr.eqns:
@@ -163,10 +155,6 @@ class _Kernel:
 
         for eqn in jaxpr.eqns:
             if eqn in done:  # (a transpose written with the product it transposes)
-                continue
-            if eqn in skipped:  # (the transpose an add of a transposed carry does not need)
-                x, out = skipped[eqn]
-                env[out] = read(x)
                 continue
             name = eqn.primitive.name
             rule = rules.get(name) or self.control_flow.get(name)
@@ -648,15 +636,11 @@ def scan_source(jaxpr, num_consts, num_carry, reverse, native):
     k.indent += 1
     k.line("i = length - 1 - it" if reverse else "i = it")
     outs = k.body(jaxpr, consts + carry + [k.bind(f"{x}[i]") for x in xs],
-                  escaping=range(num_carry), stored=range(num_carry, len(jaxpr.outvars)),
-                  carries=(num_consts, num_carry))
+                  escaping=range(num_carry), stored=range(num_carry, len(jaxpr.outvars)))
     for y, value in zip(ys, outs[num_carry:]):
         k.store(y, "i", value)
     k.carry(carry, outs[:num_carry], [v.aval for v in jaxpr.outvars[:num_carry]])
     k.indent -= 1
-    for c in (carry[j] for j in sorted(k.transposed)):  # (held transposed in the loop)
-        k.preamble.insert(0, f"    {c} = {c}.T")
-        k.line(f"{c} = np.ascontiguousarray({c}.T)")
     k.line(f"return ({''.join(c + ', ' for c in carry)})")
     return k.source(["length"] + consts + carry + xs + ys), k.objects
 
@@ -713,37 +697,6 @@ def _reusable(jaxpr, escaping):
         if eqn.primitive.name not in _NEW_ARRAYS and any(v in live for v in eqn.outvars):
             live.update(v for v in eqn.invars if type(v) is not Literal)
     return frozenset(v for eqn in jaxpr.eqns for v in eqn.outvars if v not in live)
-
-
-def transposed_carries(jaxpr, num_consts, num_carry):
-    """Python tier: the carries accumulated as ``c + transpose(x)`` (a weight's gradient,
-    ``dW + (x.T @ g).T``), whose carry is used by that add alone: {position: transpose eqn}.
-    Held transposed inside the kernel, the add reads both operands in memory order instead
-    of one across its rows; each element is the same sum of the same two numbers in the same
-    order, so bit for bit the plans' (the carry leaves the kernel C-contiguous, as they
-    leave it)."""
-    uses = {}
-    for eqn in jaxpr.eqns:
-        for v in eqn.invars:
-            if type(v) is not Literal:
-                uses[v] = uses.get(v, 0) + 1
-    outputs = [v for v in jaxpr.outvars if type(v) is not Literal]
-    producer = {v: eqn for eqn in jaxpr.eqns for v in eqn.outvars}
-    found = {}
-    for k in range(num_carry):
-        cin, cout = jaxpr.invars[num_consts + k], jaxpr.outvars[k]
-        add = producer.get(cout) if type(cout) is not Literal else None
-        if add is None or add.primitive.name != "add" or cin not in add.invars or \
-                uses.get(cin) != 1 or cin in outputs or cout in uses or \
-                outputs.count(cout) != 1 or len(cin.aval.shape) != 2 or \
-                _Kernel.ufunc_of(add) is None:
-            continue
-        other = add.invars[1] if add.invars[0] is cin else add.invars[0]
-        t = producer.get(other) if type(other) is not Literal else None
-        if t is not None and t.primitive.name == "transpose" and uses.get(other) == 1 and \
-                tuple(t.params["permutation"]) == (1, 0):
-            found[k] = t
-    return found
 
 
 _MAX_PIECES = 16  # the most pieces a fused loop nest is split into

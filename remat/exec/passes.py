@@ -3,7 +3,7 @@
 from remat.core import Jaxpr, JaxprEqn, Literal, Var
 from remat.interpreters import partial_eval as pe
 from remat.runtime import registry
-from remat.runtime.registry import cse_barriers, inline_rules
+from remat.runtime.registry import cse_barriers, inline_rules, transposed_forms
 
 
 def inline_calls(jaxpr):
@@ -118,8 +118,39 @@ def fold_constants(jaxpr):
     return Jaxpr(jaxpr.constvars, jaxpr.invars, outvars, eqns, jaxpr.debug_info)
 
 
+def fold_transposes(jaxpr):
+    """A transpose that is the one use of a result its producer can write transposed
+    (``registry.transposed_forms``: a matrix product, as JAX's gradients of ``x @ w`` give
+    them) becomes that producer writing it so: later steps read it in memory order."""
+    uses = {}
+    for v in [v for e in jaxpr.eqns for v in e.invars] + list(jaxpr.outvars):
+        if type(v) is Var:
+            uses[v] = uses.get(v, 0) + 1
+    producers = {e.outvars[0]: i for i, e in enumerate(jaxpr.eqns)
+                 if e.primitive in transposed_forms}
+    eqns, dropped = list(jaxpr.eqns), set()
+    for i, eqn in enumerate(jaxpr.eqns):
+        if eqn.primitive is not registry.transpose_primitive or type(eqn.invars[0]) is not Var:
+            continue
+        at = producers.get(eqn.invars[0])
+        if at is None or uses[eqn.invars[0]] != 1:
+            continue
+        producer = eqns[at]
+        form = transposed_forms[producer.primitive](producer, eqn.params["permutation"])
+        if form is not None:
+            invars, params = form
+            eqns[at] = JaxprEqn(invars, eqn.outvars, producer.primitive, params,
+                                producer.source_info)
+            dropped.add(i)
+    if not dropped:
+        return jaxpr
+    eqns = [e for i, e in enumerate(eqns) if i not in dropped]
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, eqns, jaxpr.debug_info)
+
+
 def optimize_jaxpr(jaxpr):
-    """The pass pipeline run once per jitted jaxpr: inlining, constant folding, CSE, DCE."""
+    """The pass pipeline run once per jitted jaxpr: inlining, constant folding, CSE, DCE,
+    transposes folded into the products they read."""
     jaxpr = cse_jaxpr(fold_constants(inline_calls(jaxpr)))
     jaxpr, _ = pe.dce_jaxpr(jaxpr)
-    return jaxpr
+    return fold_transposes(jaxpr)

@@ -17,7 +17,7 @@ from remat import core, dtypes, lax
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
 from remat.lax.standard import standard_primitive
-from remat.runtime import parallel
+from remat.runtime import parallel, registry
 
 __all__ = [
     "Precision",
@@ -269,6 +269,23 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_eleme
 
 
 dot_general_p = standard_primitive("dot_general", _dot_general_impl, _dot_general_abstract_eval)
+
+
+def _transposed_dot_general(eqn, permutation):
+    """``transpose(dot_general(a, b), perm)`` as ``dot_general(b, a)`` when ``perm`` swaps the
+    free dimensions of the operands (no batch dimensions): the same sums, each written where
+    the transpose wants it."""
+    (lc, rc), (lb, _) = eqn.params["dimension_numbers"]
+    lhs, rhs = eqn.invars
+    n_lhs, n_rhs = len(lhs.aval.shape) - len(lc), len(rhs.aval.shape) - len(rc)
+    if lb or tuple(permutation) != (*range(n_lhs, n_lhs + n_rhs), *range(n_lhs)):
+        return None
+    precision = eqn.params["precision"]
+    return [rhs, lhs], dict(eqn.params, dimension_numbers=((rc, lc), ((), ())),
+                            precision=precision[::-1] if precision is not None else None)
+
+
+registry.transposed_forms[dot_general_p] = _transposed_dot_general
 
 
 def _bind_dot(lhs, rhs, dimension_numbers, precision, preferred_element_type):

@@ -10,6 +10,7 @@ from remat import core, dtypes, lax, memory
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
 from remat.lax.standard import canonical_shape, check_same_dtypes, standard_primitive
+from remat.runtime import registry
 
 __all__ = [
     "broadcast",
@@ -217,6 +218,7 @@ def _transpose_batch(vals, dims, permutation):
 
 
 batching.primitive_batchers[transpose_p] = _transpose_batch
+registry.transpose_primitive = transpose_p
 
 
 def transpose(operand, permutation):

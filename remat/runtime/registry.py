@@ -6,10 +6,16 @@ read by the executor's planner and passes: the primitives stay below the executo
 - ``cse_barriers``: primitives common-subexpression elimination never merges;
 - ``barrier_primitive``: the optimization barrier inlined calls put before their inputs;
 - ``inline_rules[prim](eqn) -> (closed_jaxpr, barrier flags or None)``: calls the executor
-  flattens into their caller's plan.
+  flattens into their caller's plan;
+- ``transposed_forms[prim](eqn, permutation) -> (invars, params) or None``: an equation of
+  ``prim`` computing the transpose of ``eqn``'s result directly (a matrix product's, by
+  swapping its operands), so a transpose that is its one use need not read it across its
+  rows; ``transpose_primitive`` is that transpose (registered by ``remat.lax.shape``).
 """
 
 elementwise_impls = {}
 cse_barriers = set()
 barrier_primitive = None  # optimization_barrier_p, registered by remat.lax.identity
 inline_rules = {}
+transposed_forms = {}
+transpose_primitive = None
