@@ -159,6 +159,13 @@ def _ref_accumulate(ns, x, y):
     return ns.jax.freeze(r)
 
 
+def _barrier_pair(ns, x, y):
+    """A multiple-result equation (an optimization barrier on two values) whose both results
+    are used: loop kernels and plans run it once and pick its results out."""
+    a, b = ns.lax.optimization_barrier((x, y))
+    return a * b + a
+
+
 def _index_array(n):
     """Three indices into an axis of length ``n``, one repeated (gathers and scatter-adds
     with duplicates)."""
@@ -243,6 +250,7 @@ OPS.update({
     "iota": (1, _needs(lambda s, p: len(s) >= 1),
              lambda ns, x: x * ns.jnp.arange(x.shape[-1], dtype=x.dtype)),
     "ref_accumulate": (2, _broadcast2, _ref_accumulate),
+    "barrier_pair": (2, _broadcast2, _barrier_pair),
 })
 # Complex numbers inside, real values in and out: ``complex real imag conj abs angle``, complex
 # elementwise math, products and reductions, and their rules under every wrapper. Each keeps its

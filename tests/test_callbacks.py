@@ -1,6 +1,8 @@
 """``pure_callback`` and ``io_callback``: values, dtypes, jit, vmap methods, effects (DCE, CSE,
 order) and differentiation, against NumPy and JAX."""
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -179,3 +181,29 @@ def test_callback_primitives_print_in_jaxprs():
     text = str(remat.make_jaxpr(lambda x: remat.io_callback(host_sin, SDS((3,), np.float32),
                                                             x))(jnp.ones(3)))
     assert "io_callback[" in text and "ordered=False" in text
+
+
+@pytest.mark.parametrize("tier", ["python", "plans"])
+def test_io_callback_with_several_results_runs_once_per_loop_iteration(tier):
+    """A loop kernel calls a multiple-result equation once and picks its results out: an
+    io_callback returning two values runs once per iteration, and a stateful one gives each
+    iteration its own state."""
+    from remat.config import config
+    from remat.exec import interpreted
+
+    calls = []
+
+    def host(x):
+        calls.append(float(x))
+        return f32(len(calls)), f32(x) + 1
+
+    def body(c, _):
+        n, c1 = remat.io_callback(host, (SDS((), np.float32), SDS((), np.float32)), c)
+        return c1, n
+
+    fun = remat.jit(lambda c: lax.scan(body, c, None, length=4))
+    with config.override("remat_native_loops", False), \
+            interpreted() if tier == "plans" else contextlib.nullcontext():
+        c, ns = fun(f32(0))
+    assert calls == [0.0, 1.0, 2.0, 3.0]
+    assert float(c) == 4.0 and np.asarray(ns).tolist() == [1.0, 2.0, 3.0, 4.0]

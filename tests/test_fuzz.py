@@ -10,7 +10,7 @@ import contextlib
 import fuzzing
 import pytest
 from fuzzing import Program
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from remat.config import config
@@ -56,7 +56,16 @@ def test_remat_agrees_with_jax(namespaces, data):
     if namespaces[1] is None:
         pytest.skip("JAX is not installed")
     program = fuzzing.draw_program(fuzzing.HypothesisChooser(data))
-    fuzzing.check_program(program, *namespaces)
+    try:
+        fuzzing.check_program(program, *namespaces)
+    except fuzzing.Disagreement:
+        raise
+    except Exception:
+        if fuzzing.jax_rejects(program, namespaces[1]):
+            # drawn outside what JAX accepts (e.g. its checkpoint of a complex angle in a scan
+            # under x64 raises in reduce_precision): nothing to compare (fuzz_campaign too)
+            reject()
+        raise
 
 
 @settings(SLICE, max_examples=40)

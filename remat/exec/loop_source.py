@@ -489,8 +489,11 @@ class _Kernel:
             # comment names the user's line for an error it raises (``raised_at``)
             self.line(f"{call}  # at {source_info.summarize(eqn.source_info)}")
             return []
-        results = [f"{self.bind(call)}[{i}]" for i in range(len(eqn.outvars))] \
-            if eqn.primitive.multiple_results else [call]
+        if eqn.primitive.multiple_results:  # (called once: its results are picked out)
+            called = self.bind(call)
+            results = [f"{called}[{i}]" for i in range(len(eqn.outvars))]
+        else:
+            results = [call]
         return [f"_normalized({r}, {self.dtype(v.aval.dtype)})" if v.aval.shape else r
                 for r, v in zip(results, eqn.outvars)]
 
