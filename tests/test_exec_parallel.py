@@ -3,6 +3,7 @@ execution; memory never above it; BLAS's thread count handed back; overriding im
 donation and strided inputs all still honoured."""
 
 import gc
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -179,7 +180,7 @@ def test_serial_execution_gives_the_same_results(serial):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
 
 
-def test_blas_threads_are_handed_back_even_after_an_error():
+def test_blas_threads_are_handed_back_even_after_an_error(monkeypatch):
     state = parallel._state
     with parallel.session():
         pass  # finds the BLAS library, if there is one to steer
@@ -191,7 +192,31 @@ def test_blas_threads_are_handed_back_even_after_an_error():
         assert set(get()) == {1} and parallel.workers() == parallel.num_threads()
         with parallel.blas_threads():
             assert get() == before
+            with parallel.lent_blas():  # (nested: each gives back the count it found)
+                assert set(get()) == {parallel.workers()}
+            assert get() == before
         assert set(get()) == {1}
+        seen = []
+        matmul = np.matmul
+        monkeypatch.setattr(np, "matmul", lambda *a, **k: seen.append(set(get())) or
+                            matmul(*a, **k))
+        a = np.ones((256, 256), f32)
+        parallel.matmul(a, a)  # a matrix product: on BLAS's threads, lent for the call
+        assert seen == [{parallel.workers()}] and set(get()) == {1}
+        entered, leave = threading.Event(), threading.Event()
+
+        def other():
+            with parallel.session():
+                entered.set()
+                leave.wait()
+
+        with ThreadPoolExecutor(1) as pool:  # another thread runs a plan: nothing is lent
+            done = pool.submit(other)
+            entered.wait()
+            with parallel.lent_blas():
+                assert set(get()) == {1}
+            leave.set()
+            done.result()
     assert get() == before
     with pytest.raises(ZeroDivisionError):
         with parallel.session():

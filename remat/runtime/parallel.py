@@ -109,6 +109,7 @@ class _State:
         self.depth = 0  # nesting of open sessions (plans run plans: scan bodies, callbacks)
         self.threads = 0  # how many threads have a session open
         self.saved_blas_threads = None
+        self.blas_count = None  # BLAS's thread count while a session is open
         self.workers = 1  # while a session is open: how many parts work is split into
 
 
@@ -163,6 +164,7 @@ def _enter(outermost):
         if s.workers > 1:
             s.saved_blas_threads = s.blas.get()
             s.blas.set(1)
+            s.blas_count = 1
             if s.pool is None:
                 s.pool = ThreadPoolExecutor(s.workers - 1, thread_name_prefix="remat-exec",
                                             initializer=denormals.flush)
@@ -202,18 +204,36 @@ def session():
 
 
 @contextlib.contextmanager
+def _blas_count(counts):
+    """BLAS runs with ``counts`` threads inside (then with the count it had before)."""
+    s = _state
+    before = s.blas_count
+    s.blas.set(counts)
+    s.blas_count = counts
+    try:
+        yield
+    finally:
+        s.blas.set(before)
+        s.blas_count = before
+
+
 def blas_threads():
     """For kernels the executor does not split (LAPACK decompositions): BLAS gets its own
     threads back for the duration."""
     s = _state
     if s.depth == 0 or s.workers == 1:
-        yield
-        return
-    s.blas.set(s.saved_blas_threads)
-    try:
-        yield
-    finally:
-        s.blas.set(1)
+        return contextlib.nullcontext()
+    return _blas_count(s.saved_blas_threads)
+
+
+def lent_blas():
+    """For work that runs on this thread alone, no step split across the workers (a loop
+    kernel of tiny arrays): BLAS gets the workers' threads for the duration, while no other
+    thread runs a plan (the count is process-wide)."""
+    s = _state
+    if s.depth == 0 or s.workers == 1 or s.threads != 1:
+        return contextlib.nullcontext()
+    return _blas_count(s.workers)
 
 
 def run_parts(fn, parts):
@@ -313,13 +333,9 @@ def matmul(a, b, out=None):
         return np.matmul(a, b, out=out)
     if not batch and _state.threads == 1:
         # a matrix product: BLAS's own threads beat one block per worker (1.3-2x measured
-        # from 128x784 @ 784x512 up); its count is process-wide, so it is lent only while
-        # no other thread runs a plan
-        _state.blas.set(workers)
-        try:
+        # from 128x784 @ 784x512 up)
+        with lent_blas():
             return np.matmul(a, b, out=out)
-        finally:
-            _state.blas.set(1)
     if out is None:
         out = np.empty(batch + (m, n), np.result_type(a.dtype, b.dtype))
     if batch and batch[0] >= workers:
