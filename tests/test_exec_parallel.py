@@ -18,7 +18,7 @@ from remat.exec.fusion import FusedStep
 from remat.runtime import parallel
 
 f32 = np.float32
-BIG = (512, 512)  # 2**18 elements: above the split and fusion thresholds
+BIG = (1024, 1024)  # 2**20 elements: at the split and above the fusion thresholds
 
 
 def _rand(shape, seed=0, dtype=f32):

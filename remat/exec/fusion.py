@@ -272,7 +272,8 @@ class FusedStep:
             shape = (math.prod(shape),)
             arrays = {s: a.reshape(shape) for s, a in arrays.items()}
         tile_shape = (max(1, TILE_ELEMENTS // max(1, math.prod(shape[1:]))),) + shape[1:]
-        bounds = parallel.bounds(shape[0], parallel.workers())
+        parts = parallel.workers() if math.prod(shape) >= parallel.MIN_SPLIT_ELEMENTS else 1
+        bounds = parallel.bounds(shape[0], parts)
         parallel.run_parts(lambda lo, hi: self._run_tiles(arrays, lo, hi, tile_shape),
                            [b for b in bounds if b[0] < b[1]])
         release(self.frees, env, owned)

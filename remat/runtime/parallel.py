@@ -24,9 +24,10 @@ import numpy as np
 from remat.runtime import denormals
 
 # Below these sizes a step runs whole on the calling thread: handing a part to a worker and
-# waiting for it costs 20 us on an idle core and up to 90 us on a busy one (measured on two
-# cores), more than a 32x128x128 matmul (9 us) or a tanh of 2^17 floats (34 us) takes.
-MIN_SPLIT_ELEMENTS = 1 << 18  # elements of an elementwise step's output
+# waiting for it costs 20 us on an idle core and 75-90 us on a busy or virtual one (measured
+# on two cores), and elementwise work is bound by memory: an add or tanh of 2^19 floats (and
+# a fused run of that size) took longer on two workers than on one; from 2^20 two win.
+MIN_SPLIT_ELEMENTS = 1 << 20  # elements of an elementwise step's (or fused run's) output
 MIN_SPLIT_FLOPS = 1 << 23  # m*n*k of a matmul
 CHUNK_ELEMENTS = 1 << 15  # pieces of a non-ufunc elementwise impl: its temporaries stay in cache
 
