@@ -456,3 +456,37 @@ def test_native_kernel_fuses_rolls_into_split_index_loops(native_loops):
     body = loop.source.split("for it in range(length):")[1]
     assert "np.concatenate" not in body and "range(2, 11)" in body
     assert body.count("np.empty") == 1  # (the new carry; every other buffer is reused)
+
+
+def test_python_tier_hoists_invariant_work_through_a_checkpoints_barrier():
+    """A checkpointed body's recomputation reads the loop's constants through an
+    optimization barrier: the Python tier passes them on unchanged, so work on them alone (a
+    bias broadcast) runs once before the loop, and the results stay the interpreter's."""
+    from remat.exec import native
+
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((6, 6)).astype(np.float32) / 3
+    b = rng.standard_normal(6).astype(np.float32)
+    xs = rng.standard_normal((7, 4, 6)).astype(np.float32)
+
+    def loss(w, b, xs):
+        body = remat.checkpoint(lambda h, x: (jnp.tanh(h @ w + x + b), None))
+        h, _ = lax.scan(body, jnp.zeros((4, 6), jnp.float32), xs)
+        return jnp.sum(h * h)
+
+    fn = remat.jit(remat.grad(loss, argnums=(0, 1)))
+    with config.override("remat_native_loops", False):
+        got = fn(w, b, xs)
+        with remat.exec.interpreted():
+            want = fn(w, b, xs)
+    for g, e in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
+    kernels = [loop.python for table in native._loops.values() for loop in table.values()
+               if loop.python is not None and "xs1" in loop.python.source_lines[0]]
+    assert kernels
+    for kernel in kernels:  # the backward loop: the broadcast sits before the loop
+        lines = kernel.source_lines
+        loop_at = next(i for i, line in enumerate(lines) if line.strip().startswith("for it"))
+        assert any("broadcast" in str(kernel.__globals__.get(name))
+                   for line in lines[:loop_at] for name in line.replace("(", " ").split()
+                   if name in kernel.__globals__)

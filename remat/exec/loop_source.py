@@ -36,6 +36,7 @@ from remat.exec.native_rules import (
     shape_src,
 )
 from remat.exec.passes import inline_calls
+from remat.exec.peaks import IDENTITIES
 from remat.interpreters import partial_eval as pe
 from remat.runtime.registry import elementwise_impls
 
@@ -165,6 +166,10 @@ class _Kernel:
             for v in (*eqn.invars, *eqn.outvars):
                 if v.aval.dtype not in NATIVE_DTYPES or math.prod(v.aval.shape) > MAX_ELEMENTS:
                     raise Unsupported(f"{name} on {v.aval.str_short()}")
+            if not self.native and name in IDENTITIES:  # (its outputs are its operands: a
+                # loop-invariant one stays invariant, and work on it is hoisted)
+                env.update((o, read(v)) for o, v in zip(eqn.outvars, eqn.invars))
+                continue
             out = eqn.outvars[0] if eqn.outvars else None
             if self.native and out is not None and name not in self.control_flow and \
                     not pe.has_effects(eqn) and self.fused(eqn, env, read, uses, consumer, done):

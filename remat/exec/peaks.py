@@ -13,7 +13,7 @@ from remat.exec.plan import plan_for
 from remat.interpreters.partial_eval import convert_constvars_jaxpr
 
 # Primitives whose impl returns its operand(s) (output i is input i): no new buffer.
-_IDENTITIES = frozenset({"optimization_barrier", "stop_gradient", "name"})
+IDENTITIES = frozenset({"optimization_barrier", "stop_gradient", "name"})
 # Primitives whose impl returns a NumPy view of its first operand: no new buffer (reshape
 # only where NumPy can reshape without a copy: decided on the operand's strides).
 _VIEWS = frozenset({"reshape", "squeeze", "transpose", "broadcast_in_dim", "slice", "rev"})
@@ -134,7 +134,7 @@ class _Buffers:
 
 def _step_outputs(buffers, step):
     name = step.primitive.name
-    if name in _IDENTITIES:
+    if name in IDENTITIES:
         for out, src in zip(step.outs, step.ins):
             if type(src) is int:
                 buffers.alias(out, src)
