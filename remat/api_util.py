@@ -108,6 +108,15 @@ def arg_names(fun, args, kwargs, static_argnums=()):
     return names
 
 
+def abstract_leaves(flat_args, names_of):
+    """The avals of flat argument leaves; ``names_of()`` (their names, costly: only on error)
+    names the leaf that is not an array."""
+    try:
+        return tuple(abstractify(x, "") for x in flat_args)
+    except TypeError:
+        return tuple(abstractify(x, n) for x, n in zip(flat_args, names_of()))
+
+
 def abstractify(x, name):
     """The aval of an argument leaf; TypeError naming the argument when it is not an array."""
     if isinstance(x, ShapeDtypeStruct):

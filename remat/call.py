@@ -13,7 +13,7 @@ import numpy as np
 from remat import core, exec, memory, stages
 from remat.api_util import (
     TraceCache,
-    abstractify,
+    abstract_leaves,
     arg_names,
     argnums_in_bounds,
     check_callable,
@@ -282,11 +282,12 @@ class JittedFunction:
         if static_kwargs:
             dyn_fun = functools.partial(dyn_fun, **static_kwargs)
         flat_args, in_tree = tree_flatten((dyn_args, dyn_kwargs))
-        names = arg_names(self.fun, args, dyn_kwargs, static)
-        avals = tuple(abstractify(x, n) for x, n in zip(flat_args, names))
+        names_of = functools.partial(arg_names, self.fun, args, dyn_kwargs, static)
+        avals = abstract_leaves(flat_args, names_of)
         key = (key_static, in_tree, avals, config.trace_context())
         entry = self._traces.cache.get(key)
         if entry is None:
+            names = names_of()
             self._check_tracing_allowed(key, names)
             flat_fun, store = flatten_fun(dyn_fun, in_tree)
             debug = core.DebugInfo(fun_name(self.fun), names, "jit", fun_sourceinfo(self.fun))

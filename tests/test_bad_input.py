@@ -533,3 +533,12 @@ def test_custom_jvp_cache_is_bounded(cache_size_3):
         np.testing.assert_allclose(np.asarray(remat.grad(lambda x: f(x).sum())(rnp.ones(n))),
                                    np.cos(np.ones(n)), rtol=1e-6)
         assert len(f._cache) <= 3
+
+
+def test_jit_names_the_argument_leaf_that_is_not_an_array():
+    """The argument names are worked out only when something is wrong (not on every call):
+    the error must still name the leaf, on a first call and after a cached one."""
+    f = remat.jit(lambda params, x: x)
+    f({"w": np.ones(2)}, 1.0)
+    with pytest.raises(TypeError, match=r"Argument 'params\['w'\]' of type <class 'str'>"):
+        f({"w": "abc"}, 1.0)

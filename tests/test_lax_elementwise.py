@@ -943,3 +943,26 @@ def test_select_n_of_large_operands_is_bitwise_where(dtype, x64):
         got = np.asarray(fn(which, a, b))
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8])
+def test_select_n_between_broadcast_constants_is_bitwise_where(dtype):
+    """A gradient's select between broadcast constants (a relu's 1 / 0.5 / 0) reads each
+    constant once as a scalar: the result must still be ``where`` bit for bit, with a
+    constant on either side or both."""
+    rng = np.random.default_rng(2)
+    which = rng.random((64, 40)) > 0.5
+    full = (rng.standard_normal((64, 40)) * 100).astype(dtype)
+    neg_zero = np.array(-0.0 if np.dtype(dtype).kind == "f" else -3, dtype)
+    one = np.array(1, dtype)
+
+    def select(w, x, c0, c1, case):
+        k0 = lax.broadcast_in_dim(c0, w.shape, ())
+        k1 = lax.broadcast_in_dim(c1, w.shape, ())
+        return [lax.select(w, x, k0), lax.select(w, k1, x), lax.select(w, k0, k1)][case]
+
+    for case, want in enumerate([np.where(which, full, neg_zero), np.where(which, one, full),
+                                 np.where(which, neg_zero, one)]):
+        got = np.asarray(remat.jit(select, static_argnums=4)(which, full, neg_zero, one, case))
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))

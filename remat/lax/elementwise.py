@@ -555,11 +555,18 @@ def _select_bits(which, false_case, true_case):
     dtype = true_case.dtype
     bits, signed = _BITS[dtype.itemsize]
     mask = np.subtract(0, which, dtype=signed).view(bits)
-    f = false_case.view(bits)
-    out = np.bitwise_xor(true_case.view(bits), f)
-    out &= mask
+    f = _bits_of(false_case, bits)
+    out = np.bitwise_and(mask, np.bitwise_xor(_bits_of(true_case, bits), f), out=mask)
     out ^= f
     return out.view(dtype)
+
+
+def _bits_of(case, bits):
+    """A case's bits; a broadcast single value (a constant of a gradient) as that one scalar,
+    which halves the passes' cost against reading it through zero strides."""
+    if case.ndim and not any(case.strides):
+        return case[(0,) * case.ndim].view(bits)
+    return case.view(bits)
 
 
 select_n_p = standard_primitive("select_n", _select_n_impl, _select_n_abstract_eval)
