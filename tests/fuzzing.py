@@ -244,6 +244,9 @@ OPS.update({
                lambda ns, x, y: x.at[_index_array(x.shape[0])].add(y)),
     "flip": (1, _needs(lambda s, p: len(s) >= 1), lambda ns, x: ns.jnp.flip(x, 0)),
     "roll": (1, _needs(lambda s, p: len(s) >= 1), lambda ns, x: ns.jnp.roll(x, 1, 0)),
+    "roll_last": (1, _needs(lambda s, p: len(s) >= 1), lambda ns, x: ns.jnp.roll(x, -2, -1)),
+    "odd_even": (1, _needs(lambda s, p: len(s) >= 1),  # (concatenated strided slices)
+                 lambda ns, x: ns.jnp.concatenate([x[1::2], x[::2]])),
     "pad": (1, _needs(lambda s, p: len(s) >= 1, lambda sh, p: tuple(d + 2 for d in sh[0])),
             lambda ns, x: ns.jnp.pad(x, 1)),
     "cumsum": (1, _needs(lambda s, p: len(s) >= 1), lambda ns, x: ns.jnp.cumsum(x, axis=0)),

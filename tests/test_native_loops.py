@@ -3,6 +3,7 @@ with the generated-Python tier on every primitive it writes, on every carry/xs/y
 under grad and jit; kernels are cached on disk across processes; the flag turns it off."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -494,3 +495,52 @@ def test_python_tier_hoists_invariant_work_through_a_checkpoints_barrier():
         assert any("broadcast" in str(kernel.__globals__.get(name))
                    for line in lines[:loop_at] for name in line.replace("(", " ").split()
                    if name in kernel.__globals__)
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_python_tier_writes_concatenated_slices_as_one_gather(axis):
+    """Rolls and stencil shifts (slices of one array, concatenated along the sliced axis) are
+    one indexing by a constant index on the Python tier: bit for bit the interpreter's, also
+    with strided slices, a slice read elsewhere too, a loop-invariant array, and slices of two
+    arrays (left as a concatenation)."""
+    from remat.exec import native
+
+    rng = np.random.default_rng(6)
+    x0 = rng.standard_normal((8, 10)).astype(np.float32)
+    c = rng.standard_normal((8, 10)).astype(np.float32)
+
+    def body(x, _):
+        n = x.shape[axis]
+        ix = lambda a, lo, hi, st=1: lax.slice_in_dim(a, lo, hi, st, axis=axis)  # noqa: E731
+        shifted = jnp.roll(x, -3, axis=axis) - 2 * jnp.roll(x, 1, axis=axis)
+        head = ix(x, 0, 2)
+        strided = lax.concatenate([ix(x, 1, n, 2), ix(x, 0, n, 2)], axis)
+        invariant = lax.concatenate([ix(c, 2, n), ix(c, 0, 2)], axis)
+        mixed = lax.concatenate([ix(x, 0, n - 2), ix(c, 0, 2)], axis)
+        new = jnp.tanh(shifted + strided * invariant - mixed)
+        return new, jnp.sum(head * head)
+
+    def loss(x):
+        x, ys = lax.scan(body, x, None, length=5)
+        return jnp.sum(x * x) + jnp.sum(ys)
+
+    def loops():
+        return [loop for table in native._loops.values() for loop in table.values()]
+
+    earlier = {id(loop) for loop in loops()}
+    fn = remat.jit(remat.value_and_grad(loss))
+    with config.override("remat_native_loops", False):
+        got = fn(x0)
+        with remat.exec.interpreted():
+            want = fn(x0)
+    for g, e in zip(remat.tree_util.tree_leaves(got), remat.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
+    (forward,) = [loop.python for loop in loops() if id(loop) not in earlier
+                  and loop.python is not None and "ys0" in loop.python.source_lines[0]]
+    lines = forward.source_lines
+    loop_at = next(i for i, line in enumerate(lines) if line.strip().startswith("for it"))
+    gathered = re.compile(r"\[(:, )*g[0-9]+\]")
+    assert sum(bool(gathered.search(line)) for line in lines) == 4  # the two rolls, the
+    # strided pair, the invariant pair (hoisted before the loop)
+    assert any(gathered.search(line) for line in lines[:loop_at])
+    assert sum("np.concatenate" in line for line in lines[loop_at:]) == 1  # (the mixed one)

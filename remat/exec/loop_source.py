@@ -140,6 +140,11 @@ class _Kernel:
         fresh = set()  # vars holding a new array no other var sees
         done = set()  # equations already written with an earlier one
         pads = {}  # var -> (source, index) of a deferred zero pad
+        gathers = {}  # concatenate eqn -> (array var, index, axis): one gather of its slices
+        if not self.native:
+            gathers = _concatenated_slices(jaxpr)
+            done.update(e for e in jaxpr.eqns if e.primitive.name == "slice"
+                        and uses.get(e.outvars[0]) == 1 and consumer[e.outvars[0]] in gathers)
 
         def read(v):
             if type(v) is Literal:
@@ -193,6 +198,9 @@ class _Kernel:
                 env[out] = acc
                 fresh.add(out)
                 continue
+            if eqn in gathers:
+                self.gather(eqn, gathers[eqn], read, env, fresh)
+                continue
             if name not in self.control_flow and not pe.has_effects(eqn) \
                     and all(type(v) is Literal or env[v] in self.invariant for v in eqn.invars):
                 self.hoist(rule, eqn, [read(v) for v in eqn.invars], env)
@@ -214,6 +222,19 @@ class _Kernel:
                 env[v] = self.bind(src if v.aval.shape else f"{self.dtype(v.aval.dtype)}({src})")
         return [env[v] if k in stored and type(v) is not Literal and v not in pads else read(v)
                 for k, v in enumerate(jaxpr.outvars)]
+
+    def gather(self, eqn, found, read, env, fresh):
+        """A concatenation of slices of one array (a ``roll``, a stencil's shifts) as one
+        indexing by a constant index array: one NumPy call instead of one per slice and the
+        concatenation (before the loop when the array is invariant)."""
+        src, index, axis = found
+        x = read(src)
+        expr = f"{x}[{':, ' * axis}{self.name_object('g', index)}]"
+        if x in self.invariant:
+            self.hoist(lambda ctx, e, ins: [expr], eqn, [], env)
+            return
+        env[eqn.outvars[0]] = self.bind(expr)
+        fresh.add(eqn.outvars[0])
 
     # --- the native tier's fused loops ---
 
@@ -714,6 +735,36 @@ def _pieces(n, points):
     """``[0, n)`` cut at ``points``: the ``(lo, hi)`` pieces."""
     cuts = [0, *sorted(p for p in points if 0 < p < n), n]
     return list(zip(cuts, cuts[1:]))
+
+
+def _concatenated_slices(jaxpr):
+    """The concatenations whose operands are all slices of one array, each whole on every
+    other axis: ``{concatenate eqn: (array var, index along the axis, axis)}``."""
+    slices = {e.outvars[0]: e for e in jaxpr.eqns if e.primitive.name == "slice"}
+    found = {}
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name != "concatenate":
+            continue
+        axis = eqn.params["dimension"]
+        parts = [slices.get(v) for v in eqn.invars if type(v) is not Literal]
+        if len(parts) != len(eqn.invars) or None in parts:
+            continue
+        src = parts[0].invars[0]
+        pieces = []
+        for part in parts:
+            p = part.params
+            shape = part.invars[0].aval.shape
+            strides = p.get("strides") or (1,) * len(shape)
+            if part.invars[0] is not src or any(
+                    (lo, hi, st) != (0, n, 1) for d, (lo, hi, st, n) in
+                    enumerate(zip(p["start_indices"], p["limit_indices"], strides, shape))
+                    if d != axis):
+                break
+            pieces.append(np.arange(p["start_indices"][axis], p["limit_indices"][axis],
+                                    strides[axis]))
+        else:
+            found[eqn] = (src, np.concatenate(pieces), axis)
+    return found
 
 
 def _zero_pad(eqn):
