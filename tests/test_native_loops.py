@@ -500,9 +500,9 @@ def test_python_tier_hoists_invariant_work_through_a_checkpoints_barrier():
 @pytest.mark.parametrize("axis", [0, 1])
 def test_python_tier_writes_concatenated_slices_as_one_gather(axis):
     """Rolls and stencil shifts (slices of one array, concatenated along the sliced axis) are
-    one indexing by a constant index on the Python tier: bit for bit the interpreter's, also
-    with strided slices, a slice read elsewhere too, a loop-invariant array, and slices of two
-    arrays (left as a concatenation)."""
+    one indexing by a constant index on the Python tier, and their transposes' slice-adds one
+    indexed add: bit for bit the interpreter's, also with strided slices, a slice read
+    elsewhere too, a loop-invariant array, and slices of two arrays (left as they were)."""
     from remat.exec import native
 
     rng = np.random.default_rng(6)
@@ -517,8 +517,9 @@ def test_python_tier_writes_concatenated_slices_as_one_gather(axis):
         strided = lax.concatenate([ix(x, 1, n, 2), ix(x, 0, n, 2)], axis)
         invariant = lax.concatenate([ix(c, 2, n), ix(c, 0, 2)], axis)
         mixed = lax.concatenate([ix(x, 0, n - 2), ix(c, 0, 2)], axis)
+        partial = lax.concatenate([ix(x, 2, 5), ix(x, 0, 1)], axis)
         new = jnp.tanh(shifted + strided * invariant - mixed)
-        return new, jnp.sum(head * head)
+        return new, jnp.sum(head * head) + jnp.sum(jnp.sin(partial))
 
     def loss(x):
         x, ys = lax.scan(body, x, None, length=5)
@@ -535,12 +536,21 @@ def test_python_tier_writes_concatenated_slices_as_one_gather(axis):
             want = fn(x0)
     for g, e in zip(remat.tree_util.tree_leaves(got), remat.tree_util.tree_leaves(want)):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
-    (forward,) = [loop.python for loop in loops() if id(loop) not in earlier
-                  and loop.python is not None and "ys0" in loop.python.source_lines[0]]
+    kernels = [loop.python for loop in loops() if id(loop) not in earlier
+               and loop.python is not None]
+    (forward,) = [k for k in kernels if "ys0" in k.source_lines[0]]
+    (backward,) = [k for k in kernels if "xs0" in k.source_lines[0]]
     lines = forward.source_lines
     loop_at = next(i for i, line in enumerate(lines) if line.strip().startswith("for it"))
     gathered = re.compile(r"\[(:, )*g[0-9]+\]")
-    assert sum(bool(gathered.search(line)) for line in lines) == 4  # the two rolls, the
-    # strided pair, the invariant pair (hoisted before the loop)
+    assert sum(bool(gathered.search(line)) for line in lines) == 5  # the two rolls, the
+    # strided pair, the partial pair, the invariant pair (hoisted before the loop)
     assert any(gathered.search(line) for line in lines[:loop_at])
     assert sum("np.concatenate" in line for line in lines[loop_at:]) == 1  # (the mixed one)
+    # the transposes: each roll's two slice-adds one permuted add, the partial pair's one
+    # indexed add into its two targets
+    adds = [line.strip() for line in backward.source_lines if "+=" in line]
+    assert sum(bool(re.fullmatch(r"t[0-9]+ \+= t[0-9]+\[(:, )*g[0-9]+\]", a))
+               for a in adds) == 2, adds
+    assert sum(bool(re.fullmatch(r"t[0-9]+\[(:, )*g[0-9]+\] \+= t[0-9]+\[(:, )*g[0-9]+\]", a))
+               for a in adds) == 1, adds

@@ -141,10 +141,18 @@ class _Kernel:
         done = set()  # equations already written with an earlier one
         pads = {}  # var -> (source, index) of a deferred zero pad
         gathers = {}  # concatenate eqn -> (array var, index, axis): one gather of its slices
+        pieces = {}  # zero pad -> its slice eqn, when the pad is a piece of a slice-add
+        pending = {}  # accumulator name -> the slice-adds into it not written yet
         if not self.native:
             gathers = _concatenated_slices(jaxpr)
+            pieces = _padded_slices(jaxpr, uses, consumer)
             done.update(e for e in jaxpr.eqns if e.primitive.name == "slice"
                         and uses.get(e.outvars[0]) == 1 and consumer[e.outvars[0]] in gathers)
+            done.update(pieces.values())
+
+        def flush(acc):
+            for line in _merged_slice_adds(acc, pending.pop(acc), self.name_object):
+                self.line(line)
 
         def read(v):
             if type(v) is Literal:
@@ -152,11 +160,13 @@ class _Kernel:
                     raise Unsupported("an array literal")
                 return self.const(np.asarray(v.val)[()], v.aval.dtype)
             if v in pads:  # a pad some other use needs after all: materialize it
-                src, index = pads.pop(v)
+                src, index, _ = pads.pop(v)
                 env[v] = self.bind(f"np.zeros({v.aval.shape}, {self.dtype(v.aval.dtype)})")
                 self.line(f"{env[v]}{index} = {src}")
             if isinstance(env[v], _Lazy):  # an array some equation needs: compute it
                 env[v] = self.materialize(v, env[v])
+            if env[v] in pending:
+                flush(env[v])
             return env[v]
 
         for eqn in jaxpr.eqns:
@@ -181,7 +191,13 @@ class _Kernel:
                 continue
             if name == "pad" and uses.get(out) == 1 and consumer[out].primitive.name == "add" \
                     and _zero_pad(eqn):
-                pads[out] = (read(eqn.invars[0]), _pad_index(eqn))
+                if eqn in pieces:  # (its slice, not written: read here as a view)
+                    sliced = pieces[eqn]
+                    src = read(sliced.invars[0])
+                    pads[out] = (src + _slice_index(sliced), _pad_index(eqn),
+                                 _piece(src, sliced, eqn))
+                else:
+                    pads[out] = (read(eqn.invars[0]), _pad_index(eqn), None)
                 continue
             if name == "add" and any(v in pads for v in eqn.invars) and out.aval.shape:
                 base = next((v for v in eqn.invars if v not in pads), None)
@@ -192,9 +208,8 @@ class _Kernel:
                 else:
                     acc = self.bind(f"{read(base)} + {self.const(0, out.aval.dtype)}")
                 for v in eqn.invars:
-                    if v in pads:
-                        src, index = pads.pop(v)
-                        self.line(f"{acc}{index} += {src}")
+                    if v in pads:  # (slice-adds of one array in a row are written as one)
+                        pending.setdefault(acc, []).append(pads.pop(v))
                 env[out] = acc
                 fresh.add(out)
                 continue
@@ -220,6 +235,8 @@ class _Kernel:
                         env[v] = f"({src})" if not src.startswith("(") else src
                         continue
                 env[v] = self.bind(src if v.aval.shape else f"{self.dtype(v.aval.dtype)}({src})")
+        for acc in list(pending):
+            flush(acc)
         return [env[v] if k in stored and type(v) is not Literal and v not in pads else read(v)
                 for k, v in enumerate(jaxpr.outvars)]
 
@@ -765,6 +782,91 @@ def _concatenated_slices(jaxpr):
         else:
             found[eqn] = (src, np.concatenate(pieces), axis)
     return found
+
+
+def _axis_slice(eqn):
+    """The axis a slice cuts (stride 1, every other axis whole), or None."""
+    p = eqn.params
+    shape = eqn.invars[0].aval.shape
+    strides = p.get("strides") or (1,) * len(shape)
+    cut = [d for d, (lo, hi, st, n) in enumerate(zip(p["start_indices"], p["limit_indices"],
+                                                     strides, shape)) if (lo, hi, st) != (0, n, 1)]
+    if len(cut) > 1 or (cut and strides[cut[0]] != 1):
+        return None
+    return cut[0] if cut else 0
+
+
+def _padded_slices(jaxpr, uses, consumer):
+    """Zero pads of single-use slices, padded along the sliced axis only, whose one use is
+    an ``add`` (the transpose of a ``roll`` or a stencil): ``{pad eqn: slice eqn}``."""
+    slices = {e.outvars[0]: e for e in jaxpr.eqns if e.primitive.name == "slice"}
+    found = {}
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name != "pad" or not _zero_pad(eqn) or type(eqn.invars[0]) is Literal:
+            continue
+        sliced, out = slices.get(eqn.invars[0]), eqn.outvars[0]
+        if sliced is None or uses.get(eqn.invars[0]) != 1 or uses.get(out) != 1 or \
+                consumer[out].primitive.name != "add" or type(sliced.invars[0]) is Literal:
+            continue
+        axis = _axis_slice(sliced)
+        padded = [d for d, (lo, hi, _) in enumerate(eqn.params["padding_config"]) if lo or hi]
+        if axis is not None and set(padded) <= {axis}:
+            found[eqn] = sliced
+    return found
+
+
+def _slice_index(eqn):
+    p = eqn.params
+    return "[" + ", ".join(f"{lo}:{hi}" for lo, hi in zip(p["start_indices"],
+                                                         p["limit_indices"])) + "]"
+
+
+def _piece(src, sliced, pad):
+    """A slice-add ``acc[targets] += src[sources]`` along one axis: (array name, axis,
+    source indices, target indices, the axis' length)."""
+    axis = _axis_slice(sliced)
+    lo, hi = sliced.params["start_indices"][axis], sliced.params["limit_indices"][axis]
+    at = pad.params["padding_config"][axis][0]
+    return (src, axis, np.arange(lo, hi), np.arange(at, at + hi - lo),
+            pad.outvars[0].aval.shape[axis])
+
+
+def _merged_slice_adds(acc, adds, name_object):
+    """The lines of slice-adds into ``acc`` in order; a run of pieces of one array into
+    disjoint targets is one indexed add (each element still gets the same additions in the
+    same order: bit for bit the separate adds)."""
+    lines, run = [], []
+
+    def write_run():
+        if len(run) == 1:
+            src, index, _ = run[0]
+            lines.append(f"{acc}{index} += {src}")
+        elif run:
+            name, axis, _, _, n = run[0][2]
+            sources = np.concatenate([piece[2] for _, _, piece in run])
+            targets = np.concatenate([piece[3] for _, _, piece in run])
+            lead = ":, " * axis
+            if len(targets) == n:  # every element once: a permutation of the array
+                order = np.empty(n, np.intp)
+                order[targets] = sources
+                lines.append(f"{acc} += {name}[{lead}{name_object('g', order)}]")
+            else:
+                lines.append(f"{acc}[{lead}{name_object('g', targets)}] += "
+                             f"{name}[{lead}{name_object('g', sources)}]")
+        run.clear()
+
+    for add in adds:
+        piece = add[2]
+        if run and (piece is None or piece[:2] != run[0][2][:2] or not set(piece[3]).isdisjoint(
+                np.concatenate([p[2][3] for p in run]).tolist())):
+            write_run()
+        if piece is None:
+            src, index, _ = add
+            lines.append(f"{acc}{index} += {src}")
+        else:
+            run.append(add)
+    write_run()
+    return lines
 
 
 def _zero_pad(eqn):
