@@ -554,3 +554,44 @@ def test_python_tier_writes_concatenated_slices_as_one_gather(axis):
                for a in adds) == 2, adds
     assert sum(bool(re.fullmatch(r"t[0-9]+\[(:, )*g[0-9]+\] \+= t[0-9]+\[(:, )*g[0-9]+\]", a))
                for a in adds) == 1, adds
+
+
+def test_python_tier_writes_small_matrix_products_as_the_impls_matmul():
+    """A matrix product too small to split is the impl's own ``np.matmul`` call in a
+    Python-tier kernel, in each contraction the impl runs that way (the gradient's
+    transposed operands included): bit for bit the interpreter's; a product large enough to
+    split across the workers still calls the impl."""
+    from remat.exec import native
+
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((16, 16)).astype(np.float32) / 4
+    big = rng.standard_normal((256, 256)).astype(np.float32) / 16
+    xs = rng.standard_normal((4, 8, 16)).astype(np.float32)
+
+    def loss(w, big, xs):
+        def body(h, x):
+            h = jnp.tanh(h @ w + x)
+            return h, jnp.sum((big @ big)[:8, :16] * h)
+        h, ys = lax.scan(body, jnp.zeros((8, 16), jnp.float32), xs)
+        return jnp.sum(h * h) + jnp.sum(ys)
+
+    def loops():
+        return [loop for table in native._loops.values() for loop in table.values()]
+
+    earlier = {id(loop) for loop in loops()}
+    fn = remat.jit(remat.grad(loss, argnums=(0, 1)))
+    with config.override("remat_native_loops", False):
+        got = fn(w, big, xs)
+        with remat.exec.interpreted():
+            want = fn(w, big, xs)
+    for g, e in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
+    sources = ["\n".join(loop.python.source_lines) for loop in loops()
+               if id(loop) not in earlier and loop.python is not None]
+    text = "\n".join(sources)
+    assert re.search(r"= np\.matmul\(c[0-9]+, k[0-9]+\)", text)  # h @ w
+    assert re.search(r"= np\.matmul\(t[0-9]+, k[0-9]+\.T\)", text)  # its transpose for h's
+    assert re.search(r"= np\.matmul\(t[0-9]+\.T, t[0-9]+\)", text)  # w's gradient
+    # the big product's gradient (256 x 256 x 256 multiply-adds): the impl, which splits it
+    impl_calls = r"_normalized\(f[0-9]+\((k[0-9]+, t[0-9]+|t[0-9]+, k[0-9]+), "
+    assert len(re.findall(impl_calls, text)) == 2

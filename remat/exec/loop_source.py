@@ -38,7 +38,7 @@ from remat.exec.native_rules import (
 from remat.exec.passes import inline_calls
 from remat.exec.peaks import IDENTITIES
 from remat.interpreters import partial_eval as pe
-from remat.runtime.registry import elementwise_impls
+from remat.runtime.registry import elementwise_impls, source_forms
 
 MAX_ELEMENTS = 1 << 16  # the largest value of a native body (larger work runs the executor)
 
@@ -522,6 +522,10 @@ class _Kernel:
         ufunc = self.ufunc_of(eqn)
         if ufunc is not None:
             return [f"{self.name_object('u', ufunc)}({', '.join(ins)})"]
+        form = source_forms.get(eqn.primitive)
+        written = form(eqn, ins) if form is not None else None
+        if written is not None:
+            return [written]
         impl = self.name_object("f", eqn.primitive.impl)
         args = [f"np.asarray({x})" if not v.aval.shape else x
                 for x, v in zip(ins, eqn.invars)]

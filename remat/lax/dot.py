@@ -9,6 +9,7 @@ single ``np.matmul`` over views: operands are permuted to ``(batch, free, contra
 
 import enum
 import functools
+import math
 import operator
 
 import numpy as np
@@ -286,6 +287,27 @@ def _transposed_dot_general(eqn, permutation):
 
 
 registry.transposed_forms[dot_general_p] = _transposed_dot_general
+
+# the contractions the impl runs as one ``np.matmul`` of its operands (or their ``.T`` views)
+_MATMUL_OPERANDS = {((1,), (0,)): "{}, {}", ((0,), (0,)): "{}.T, {}", ((1,), (1,)): "{}, {}.T"}
+
+
+def _dot_general_source(eqn, ins):
+    """A product of two matrices too small to split across the workers: the impl's own
+    ``np.matmul`` call (the impl checks dtypes and sizes at every call; a loop kernel's
+    are known when it is written)."""
+    (lc, rc), (lb, _) = eqn.params["dimension_numbers"]
+    lhs, rhs, out = (v.aval for v in (*eqn.invars, eqn.outvars[0]))
+    form = _MATMUL_OPERANDS.get((tuple(lc), tuple(rc)))
+    if form is None or lb or eqn.primitive.impl is not _dot_general_impl or \
+            lhs.ndim != 2 or rhs.ndim != 2 or \
+            not lhs.dtype == rhs.dtype == out.dtype == compute_dtype(out.dtype) or \
+            math.prod(out.shape) * lhs.shape[lc[0]] >= parallel.MIN_SPLIT_FLOPS:
+        return None
+    return f"np.matmul({form.format(*ins)})"
+
+
+registry.source_forms[dot_general_p] = _dot_general_source
 
 
 def _bind_dot(lhs, rhs, dimension_numbers, precision, preferred_element_type):

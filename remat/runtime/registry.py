@@ -10,7 +10,10 @@ read by the executor's planner and passes: the primitives stay below the executo
 - ``transposed_forms[prim](eqn, permutation) -> (invars, params) or None``: an equation of
   ``prim`` computing the transpose of ``eqn``'s result directly (a matrix product's, by
   swapping its operands), so a transpose that is its one use need not read it across its
-  rows; ``transpose_primitive`` is that transpose (registered by ``remat.lax.shape``).
+  rows; ``transpose_primitive`` is that transpose (registered by ``remat.lax.shape``);
+- ``source_forms[prim](eqn, operand sources) -> source or None``: the NumPy expression a
+  generated loop kernel may write for an equation instead of calling its impl, giving the
+  impl's result bit for bit (the impl's own NumPy call, without its per-call checks).
 """
 
 elementwise_impls = {}
@@ -19,3 +22,4 @@ barrier_primitive = None  # optimization_barrier_p, registered by remat.lax.iden
 inline_rules = {}
 transposed_forms = {}
 transpose_primitive = None
+source_forms = {}
