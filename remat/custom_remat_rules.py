@@ -242,10 +242,14 @@ def _trace_rule(fn, avals, name):
         outs, store["extra"] = fn(*xs)
         return outs
 
-    closed = pe.trace_to_jaxpr(flat, list(avals), core.DebugInfo(name, [], "custom_remat"))
+    closes_over = (f"custom_remat rule {name} closes over a value traced by an enclosing "
+                   f"transformation; pass it as an argument")
+    try:
+        closed = pe.trace_to_jaxpr(flat, list(avals), core.DebugInfo(name, [], "custom_remat"))
+    except UnexpectedTracerError as e:  # (it returned such a value: the same mistake)
+        raise UnexpectedTracerError(closes_over) from e
     if any(isinstance(c, core.Tracer) for c in closed.consts):
-        raise UnexpectedTracerError(f"custom_remat rule {name} closes over a value traced by "
-                                    f"an enclosing transformation; pass it as an argument")
+        raise UnexpectedTracerError(closes_over)
     return closed, store["extra"]
 
 

@@ -374,7 +374,11 @@ def _run_call(ns, flags, stmt, env):
     elif kind == "jit" and flags.jit:
         inner = ns.jax.jit(inner)
     elif kind == "custom_remat" and flags.checkpoints and not ns.is_jax:
-        inner = custom_remat_of(ns, inner, opts)
+        # (its rules may not close over traced values: the enclosing block's come in as
+        # arguments too)
+        def explicit(*values):
+            return tuple(run_block(ns, flags, body, outs, list(values)))
+        return custom_remat_of(ns, explicit, opts)(*outer, *[env[r] for r in arg_refs])
     return inner(*[env[r] for r in arg_refs])
 
 

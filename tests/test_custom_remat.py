@@ -193,6 +193,25 @@ def test_bad_rules_are_reported():
         custom_remat(jnp.sin, None, _sin_rem, _sin_rem)
 
 
+@pytest.mark.parametrize("returns_it", [False, True], ids=["uses", "returns"])
+def test_a_rule_that_closes_over_a_traced_value_is_named(returns_it):
+    """Rules may not close over a value an enclosing transformation traces (they run when
+    the checkpoint is split, after that trace): using it or returning it as an output gets
+    the same error naming the rule, not a generic leak from deep inside."""
+    def outer(x, y):
+        def f(a):
+            return (a * a, y) if returns_it else (a * y, a)
+        fwd = lambda _, a: (f(a), None)  # noqa: E731
+        rem = lambda _, a: (f(a), a)  # noqa: E731
+        bwd = lambda a, g: remat.vjp(f, a)[1](g)  # noqa: E731
+        out = custom_remat(f, fwd, rem, bwd)(jnp.sin(x))
+        return out[0] + out[1]
+
+    with pytest.raises(remat.errors.UnexpectedTracerError,
+                       match="custom_remat rule .*_fwd closes over a value traced"):
+        remat.grad(remat.checkpoint(outer))(1.0, 2.0)
+
+
 # --- data policies ---------------------------------------------------------------------------
 
 
