@@ -43,6 +43,26 @@ def _assert_close(got, want, rtol):
         np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol)
 
 
+def _new_python_kernels(fn, *args):
+    """Run ``fn`` on the Python tier, check it bit for bit against the plans run step by
+    step, and return the Python-tier kernels of the loops it made (other tests' loops may
+    still be alive)."""
+    from remat.exec import native
+
+    def loops():
+        return [loop for table in native._loops.values() for loop in table.values()]
+
+    earlier = {id(loop) for loop in loops()}
+    with config.override("remat_native_loops", False):
+        got = fn(*args)
+        with remat.exec.interpreted():
+            want = fn(*args)
+    for g, e in zip(remat.tree_util.tree_leaves(got), remat.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
+    return [loop.python for loop in loops() if id(loop) not in earlier
+            and loop.python is not None]
+
+
 def _many_primitives(p, h, x):
     """A step touching every rule of the native tier that float32 work reaches."""
     a = jnp.tanh(x @ p["w"] + h @ p["u"] + p["b"])                  # dot_general, tanh, add
@@ -463,8 +483,6 @@ def test_python_tier_hoists_invariant_work_through_a_checkpoints_barrier():
     """A checkpointed body's recomputation reads the loop's constants through an
     optimization barrier: the Python tier passes them on unchanged, so work on them alone (a
     bias broadcast) runs once before the loop, and the results stay the interpreter's."""
-    from remat.exec import native
-
     rng = np.random.default_rng(5)
     w = rng.standard_normal((6, 6)).astype(np.float32) / 3
     b = rng.standard_normal(6).astype(np.float32)
@@ -475,19 +493,8 @@ def test_python_tier_hoists_invariant_work_through_a_checkpoints_barrier():
         h, _ = lax.scan(body, jnp.zeros((4, 6), jnp.float32), xs)
         return jnp.sum(h * h)
 
-    def loops():
-        return [loop for table in native._loops.values() for loop in table.values()]
-
-    earlier = {id(loop) for loop in loops()}  # (other tests' loops may still be alive)
-    fn = remat.jit(remat.grad(loss, argnums=(0, 1)))
-    with config.override("remat_native_loops", False):
-        got = fn(w, b, xs)
-        with remat.exec.interpreted():
-            want = fn(w, b, xs)
-    for g, e in zip(got, want):
-        np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
-    kernels = [loop.python for loop in loops() if id(loop) not in earlier and
-               loop.python is not None and "xs1" in loop.python.source_lines[0]]
+    kernels = [k for k in _new_python_kernels(remat.jit(remat.grad(loss, argnums=(0, 1))),
+                                              w, b, xs) if "xs1" in k.source_lines[0]]
     assert len(kernels) == 1
     for kernel in kernels:  # the backward loop: the broadcast sits before the loop
         lines = kernel.source_lines
@@ -503,8 +510,6 @@ def test_python_tier_writes_concatenated_slices_as_one_gather(axis):
     one indexing by a constant index on the Python tier, and their transposes' slice-adds one
     indexed add: bit for bit the interpreter's, also with strided slices, a slice read
     elsewhere too, a loop-invariant array, and slices of two arrays (left as they were)."""
-    from remat.exec import native
-
     rng = np.random.default_rng(6)
     x0 = rng.standard_normal((8, 10)).astype(np.float32)
     c = rng.standard_normal((8, 10)).astype(np.float32)
@@ -525,19 +530,7 @@ def test_python_tier_writes_concatenated_slices_as_one_gather(axis):
         x, ys = lax.scan(body, x, None, length=5)
         return jnp.sum(x * x) + jnp.sum(ys)
 
-    def loops():
-        return [loop for table in native._loops.values() for loop in table.values()]
-
-    earlier = {id(loop) for loop in loops()}
-    fn = remat.jit(remat.value_and_grad(loss))
-    with config.override("remat_native_loops", False):
-        got = fn(x0)
-        with remat.exec.interpreted():
-            want = fn(x0)
-    for g, e in zip(remat.tree_util.tree_leaves(got), remat.tree_util.tree_leaves(want)):
-        np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
-    kernels = [loop.python for loop in loops() if id(loop) not in earlier
-               and loop.python is not None]
+    kernels = _new_python_kernels(remat.jit(remat.value_and_grad(loss)), x0)
     (forward,) = [k for k in kernels if "ys0" in k.source_lines[0]]
     (backward,) = [k for k in kernels if "xs0" in k.source_lines[0]]
     lines = forward.source_lines
@@ -561,8 +554,6 @@ def test_python_tier_writes_small_matrix_products_as_the_impls_matmul():
     Python-tier kernel, in each contraction the impl runs that way (the gradient's
     transposed operands included): bit for bit the interpreter's; a product large enough to
     split across the workers still calls the impl."""
-    from remat.exec import native
-
     rng = np.random.default_rng(7)
     w = rng.standard_normal((16, 16)).astype(np.float32) / 4
     big = rng.standard_normal((256, 256)).astype(np.float32) / 16
@@ -575,19 +566,8 @@ def test_python_tier_writes_small_matrix_products_as_the_impls_matmul():
         h, ys = lax.scan(body, jnp.zeros((8, 16), jnp.float32), xs)
         return jnp.sum(h * h) + jnp.sum(ys)
 
-    def loops():
-        return [loop for table in native._loops.values() for loop in table.values()]
-
-    earlier = {id(loop) for loop in loops()}
-    fn = remat.jit(remat.grad(loss, argnums=(0, 1)))
-    with config.override("remat_native_loops", False):
-        got = fn(w, big, xs)
-        with remat.exec.interpreted():
-            want = fn(w, big, xs)
-    for g, e in zip(got, want):
-        np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
-    sources = ["\n".join(loop.python.source_lines) for loop in loops()
-               if id(loop) not in earlier and loop.python is not None]
+    sources = ["\n".join(kernel.source_lines) for kernel in
+               _new_python_kernels(remat.jit(remat.grad(loss, argnums=(0, 1))), w, big, xs)]
     text = "\n".join(sources)
     assert re.search(r"= np\.matmul\(c[0-9]+, k[0-9]+\)", text)  # h @ w
     assert re.search(r"= np\.matmul\(t[0-9]+, k[0-9]+\.T\)", text)  # its transpose for h's
