@@ -141,14 +141,14 @@ class _Kernel:
         done = set()  # equations already written with an earlier one
         pads = {}  # var -> (source, index) of a deferred zero pad
         gathers = {}  # concatenate eqn -> (array var, index, axis): one gather of its slices
-        pieces = {}  # zero pad -> its slice eqn, when the pad is a piece of a slice-add
+        pieces = {}  # zero pad -> (its slice eqn, axis), when it is a piece of a slice-add
         pending = {}  # accumulator name -> the slice-adds into it not written yet
         if not self.native:
             gathers = _concatenated_slices(jaxpr)
             pieces = _padded_slices(jaxpr, uses, consumer)
             done.update(e for e in jaxpr.eqns if e.primitive.name == "slice"
                         and uses.get(e.outvars[0]) == 1 and consumer[e.outvars[0]] in gathers)
-            done.update(pieces.values())
+            done.update(sliced for sliced, _ in pieces.values())
 
         def flush(acc):
             for line in _merged_slice_adds(acc, pending.pop(acc), self.name_object):
@@ -192,10 +192,10 @@ class _Kernel:
             if name == "pad" and uses.get(out) == 1 and consumer[out].primitive.name == "add" \
                     and _zero_pad(eqn):
                 if eqn in pieces:  # (its slice, not written: read here as a view)
-                    sliced = pieces[eqn]
+                    sliced, axis = pieces[eqn]
                     src = read(sliced.invars[0])
-                    pads[out] = (src + _slice_index(sliced), _pad_index(eqn),
-                                 _piece(src, sliced, eqn))
+                    pads[out] = (rules["slice"](self, sliced, [src])[0], _pad_index(eqn),
+                                 _piece(src, sliced, axis, eqn))
                 else:
                     pads[out] = (read(eqn.invars[0]), _pad_index(eqn), None)
                 continue
@@ -758,6 +758,18 @@ def _pieces(n, points):
     return list(zip(cuts, cuts[1:]))
 
 
+def _taken(eqn, axis):
+    """``(start, stop, stride)`` a slice takes along ``axis`` when it takes every other axis
+    whole, else None."""
+    p = eqn.params
+    shape = eqn.invars[0].aval.shape
+    cuts = list(zip(p["start_indices"], p["limit_indices"],
+                    p.get("strides") or (1,) * len(shape)))
+    if any(cut != (0, n, 1) for d, (cut, n) in enumerate(zip(cuts, shape)) if d != axis):
+        return None
+    return cuts[axis]
+
+
 def _concatenated_slices(jaxpr):
     """The concatenations whose operands are all slices of one array, each whole on every
     other axis: ``{concatenate eqn: (array var, index along the axis, axis)}``."""
@@ -768,41 +780,20 @@ def _concatenated_slices(jaxpr):
             continue
         axis = eqn.params["dimension"]
         parts = [slices.get(v) for v in eqn.invars if type(v) is not Literal]
-        if len(parts) != len(eqn.invars) or None in parts:
+        if len(parts) != len(eqn.invars) or None in parts or \
+                any(part.invars[0] is not parts[0].invars[0] for part in parts):
             continue
-        src = parts[0].invars[0]
-        pieces = []
-        for part in parts:
-            p = part.params
-            shape = part.invars[0].aval.shape
-            strides = p.get("strides") or (1,) * len(shape)
-            if part.invars[0] is not src or any(
-                    (lo, hi, st) != (0, n, 1) for d, (lo, hi, st, n) in
-                    enumerate(zip(p["start_indices"], p["limit_indices"], strides, shape))
-                    if d != axis):
-                break
-            pieces.append(np.arange(p["start_indices"][axis], p["limit_indices"][axis],
-                                    strides[axis]))
-        else:
-            found[eqn] = (src, np.concatenate(pieces), axis)
+        taken = [_taken(part, axis) for part in parts]
+        if None not in taken:
+            found[eqn] = (parts[0].invars[0], np.concatenate([np.arange(*t) for t in taken]),
+                          axis)
     return found
 
 
-def _axis_slice(eqn):
-    """The axis a slice cuts (stride 1, every other axis whole), or None."""
-    p = eqn.params
-    shape = eqn.invars[0].aval.shape
-    strides = p.get("strides") or (1,) * len(shape)
-    cut = [d for d, (lo, hi, st, n) in enumerate(zip(p["start_indices"], p["limit_indices"],
-                                                     strides, shape)) if (lo, hi, st) != (0, n, 1)]
-    if len(cut) > 1 or (cut and strides[cut[0]] != 1):
-        return None
-    return cut[0] if cut else 0
-
-
 def _padded_slices(jaxpr, uses, consumer):
-    """Zero pads of single-use slices, padded along the sliced axis only, whose one use is
-    an ``add`` (the transpose of a ``roll`` or a stencil): ``{pad eqn: slice eqn}``."""
+    """Zero pads of single-use slices, the slice cutting (stride 1) and the pad padding one
+    and the same axis, whose one use is an ``add`` (the transpose of a ``roll`` or a
+    stencil): ``{pad eqn: (slice eqn, axis)}``."""
     slices = {e.outvars[0]: e for e in jaxpr.eqns if e.primitive.name == "slice"}
     found = {}
     for eqn in jaxpr.eqns:
@@ -812,24 +803,18 @@ def _padded_slices(jaxpr, uses, consumer):
         if sliced is None or uses.get(eqn.invars[0]) != 1 or uses.get(out) != 1 or \
                 consumer[out].primitive.name != "add" or type(sliced.invars[0]) is Literal:
             continue
-        axis = _axis_slice(sliced)
         padded = [d for d, (lo, hi, _) in enumerate(eqn.params["padding_config"]) if lo or hi]
-        if axis is not None and set(padded) <= {axis}:
-            found[eqn] = sliced
+        axis = padded[0] if len(padded) == 1 else 0 if not padded else None
+        taken = None if axis is None else _taken(sliced, axis)
+        if taken is not None and taken[2] == 1:
+            found[eqn] = (sliced, axis)
     return found
 
 
-def _slice_index(eqn):
-    p = eqn.params
-    return "[" + ", ".join(f"{lo}:{hi}" for lo, hi in zip(p["start_indices"],
-                                                         p["limit_indices"])) + "]"
-
-
-def _piece(src, sliced, pad):
+def _piece(src, sliced, axis, pad):
     """A slice-add ``acc[targets] += src[sources]`` along one axis: (array name, axis,
     source indices, target indices, the axis' length)."""
-    axis = _axis_slice(sliced)
-    lo, hi = sliced.params["start_indices"][axis], sliced.params["limit_indices"][axis]
+    lo, hi, _ = _taken(sliced, axis)
     at = pad.params["padding_config"][axis][0]
     return (src, axis, np.arange(lo, hi), np.arange(at, at + hi - lo),
             pad.outvars[0].aval.shape[axis])
@@ -839,7 +824,7 @@ def _merged_slice_adds(acc, adds, name_object):
     """The lines of slice-adds into ``acc`` in order; a run of pieces of one array into
     disjoint targets is one indexed add (each element still gets the same additions in the
     same order: bit for bit the separate adds)."""
-    lines, run = [], []
+    lines, run, targets = [], [], set()
 
     def write_run():
         if len(run) == 1:
@@ -848,27 +833,29 @@ def _merged_slice_adds(acc, adds, name_object):
         elif run:
             name, axis, _, _, n = run[0][2]
             sources = np.concatenate([piece[2] for _, _, piece in run])
-            targets = np.concatenate([piece[3] for _, _, piece in run])
+            into = np.concatenate([piece[3] for _, _, piece in run])
             lead = ":, " * axis
-            if len(targets) == n:  # every element once: a permutation of the array
+            if len(into) == n:  # every element once: a permutation of the array
                 order = np.empty(n, np.intp)
-                order[targets] = sources
+                order[into] = sources
                 lines.append(f"{acc} += {name}[{lead}{name_object('g', order)}]")
             else:
-                lines.append(f"{acc}[{lead}{name_object('g', targets)}] += "
+                lines.append(f"{acc}[{lead}{name_object('g', into)}] += "
                              f"{name}[{lead}{name_object('g', sources)}]")
         run.clear()
+        targets.clear()
 
     for add in adds:
         piece = add[2]
-        if run and (piece is None or piece[:2] != run[0][2][:2] or not set(piece[3]).isdisjoint(
-                np.concatenate([p[2][3] for p in run]).tolist())):
+        if run and (piece is None or piece[:2] != run[0][2][:2]
+                    or not targets.isdisjoint(piece[3].tolist())):
             write_run()
         if piece is None:
             src, index, _ = add
             lines.append(f"{acc}{index} += {src}")
         else:
             run.append(add)
+            targets.update(piece[3].tolist())
     write_run()
     return lines
 

@@ -235,6 +235,12 @@ def _prod(xs):
     return n
 
 
+# The contractions of two matrices the impl runs as one matmul of its operands: whether each
+# is read transposed (a ``.T`` view).
+_MATRIX_PRODUCTS = {((1,), (0,)): (False, False), ((0,), (0,)): (True, False),
+                    ((1,), (1,)): (False, True)}
+
+
 def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
     (lc, rc), (lb, rb) = dimension_numbers
     out_dtype = _dot_result_dtype(lhs.dtype, rhs.dtype, preferred_element_type)
@@ -244,12 +250,10 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_eleme
     if rhs.dtype != work:
         rhs = rhs.astype(work)
     if not lb and lhs.ndim == 2 and rhs.ndim == 2:  # the plain matrix products
-        if lc == (1,) and rc == (0,):
-            return parallel.matmul(lhs, rhs)
-        if lc == (0,) and rc == (0,):
-            return parallel.matmul(lhs.T, rhs)
-        if lc == (1,) and rc == (1,):
-            return parallel.matmul(lhs, rhs.T)
+        transposed = _MATRIX_PRODUCTS.get((tuple(lc), tuple(rc)))
+        if transposed is not None:
+            return parallel.matmul(lhs.T if transposed[0] else lhs,
+                                   rhs.T if transposed[1] else rhs)
     lf, rf = _free_dims(lhs.ndim, lc, lb), _free_dims(rhs.ndim, rc, rb)
     batch_shape = tuple(lhs.shape[d] for d in lb)
     lf_shape = tuple(lhs.shape[d] for d in lf)
@@ -288,23 +292,20 @@ def _transposed_dot_general(eqn, permutation):
 
 registry.transposed_forms[dot_general_p] = _transposed_dot_general
 
-# the contractions the impl runs as one ``np.matmul`` of its operands (or their ``.T`` views)
-_MATMUL_OPERANDS = {((1,), (0,)): "{}, {}", ((0,), (0,)): "{}.T, {}", ((1,), (1,)): "{}, {}.T"}
-
-
 def _dot_general_source(eqn, ins):
     """A product of two matrices too small to split across the workers: the impl's own
     ``np.matmul`` call (the impl checks dtypes and sizes at every call; a loop kernel's
     are known when it is written)."""
     (lc, rc), (lb, _) = eqn.params["dimension_numbers"]
     lhs, rhs, out = (v.aval for v in (*eqn.invars, eqn.outvars[0]))
-    form = _MATMUL_OPERANDS.get((tuple(lc), tuple(rc)))
-    if form is None or lb or eqn.primitive.impl is not _dot_general_impl or \
+    transposed = _MATRIX_PRODUCTS.get((tuple(lc), tuple(rc)))
+    if transposed is None or lb or eqn.primitive.impl is not _dot_general_impl or \
             lhs.ndim != 2 or rhs.ndim != 2 or \
             not lhs.dtype == rhs.dtype == out.dtype == compute_dtype(out.dtype) or \
             math.prod(out.shape) * lhs.shape[lc[0]] >= parallel.MIN_SPLIT_FLOPS:
         return None
-    return f"np.matmul({form.format(*ins)})"
+    a, b = (f"{x}.T" if t else x for x, t in zip(ins, transposed))
+    return f"np.matmul({a}, {b})"
 
 
 registry.source_forms[dot_general_p] = _dot_general_source

@@ -228,9 +228,9 @@ def blas_threads():
 
 
 def lent_blas():
-    """For work that runs on this thread alone, no step split across the workers (a loop
-    kernel of tiny arrays): BLAS gets the workers' threads for the duration, while no other
-    thread runs a plan (the count is process-wide)."""
+    """For a matrix product run whole, not cut into one block per worker: BLAS gets the
+    workers' threads for the duration, while no other thread runs a plan (the count is
+    process-wide)."""
     s = _state
     if s.depth == 0 or s.workers == 1 or s.threads != 1:
         return contextlib.nullcontext()
