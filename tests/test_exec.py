@@ -34,6 +34,20 @@ def test_cse_merges_duplicates_but_not_across_barriers():
     assert _names(_plan(barred, x)).count("sin") == 2
 
 
+def test_cse_keeps_literals_that_compare_equal_but_differ_in_bits():
+    """0.0 == -0.0, yet a broadcast of each is a different value: merging them turned a
+    select between the two into a select of one (every -0.0 came out +0.0)."""
+    which = np.arange(12).reshape(3, 4) % 3 == 0
+
+    def f(w):
+        zero = lax.broadcast_in_dim(np.array(0.0, f32), w.shape, ())
+        neg_zero = lax.broadcast_in_dim(np.array(-0.0, f32), w.shape, ())
+        return lax.select(w, zero, neg_zero) * 1.0 + jnp.full(w.shape, -0.0, f32)
+
+    assert _names(_plan(f, which)).count("broadcast_in_dim") >= 2
+    np.testing.assert_array_equal(np.signbit(np.asarray(remat.jit(f)(which))), ~which)
+
+
 def test_constant_folding_of_scalar_literals():
     plan = _plan(remat.grad(lambda x: jnp.mean(x ** 2)), jnp.ones(8))
     assert "div" not in _names(plan)

@@ -4,6 +4,7 @@ derivatives by finite differences (and analytic answers at ties and flat points)
 against a Python loop for leading, inner and trailing batch axes, and jit (with the primitive
 printed under its JAX name)."""
 
+import functools
 import itertools
 import re
 from collections.abc import Callable
@@ -945,24 +946,31 @@ def test_select_n_of_large_operands_is_bitwise_where(dtype, x64):
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8])
-def test_select_n_between_broadcast_constants_is_bitwise_where(dtype):
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.float64, np.uint64])
+def test_select_n_between_broadcast_constants_is_bitwise_where(dtype, x64):
     """A gradient's select between broadcast constants (a relu's 1 / 0.5 / 0) reads each
-    constant once as a scalar: the result must still be ``where`` bit for bit, with a
-    constant on either side or both."""
+    constant once as a scalar, and a false case of zero bits is one pass (``which * t``):
+    the result must still be ``where`` bit for bit, with a constant on either side or both,
+    and a negative zero (not zero bits) kept."""
     rng = np.random.default_rng(2)
     which = rng.random((64, 40)) > 0.5
     full = (rng.standard_normal((64, 40)) * 100).astype(dtype)
-    neg_zero = np.array(-0.0 if np.dtype(dtype).kind == "f" else -3, dtype)
-    one = np.array(1, dtype)
+    if np.dtype(dtype).kind == "f":
+        full[0, :3] = np.nan, np.inf, -0.0
+    constants = [np.array(0, dtype), np.array(1, dtype),
+                 np.array(-0.0 if np.dtype(dtype).kind == "f" else 3, dtype)]
 
-    def select(w, x, c0, c1, case):
-        k0 = lax.broadcast_in_dim(c0, w.shape, ())
-        k1 = lax.broadcast_in_dim(c1, w.shape, ())
-        return [lax.select(w, x, k0), lax.select(w, k1, x), lax.select(w, k0, k1)][case]
+    @functools.partial(remat.jit, static_argnums=(2, 3))
+    def select(w, x, true_index, false_index):
+        pick = lambda i: x if i is None else lax.broadcast_in_dim(  # noqa: E731
+            constants[i], w.shape, ())
+        return lax.select(w, pick(true_index), pick(false_index))
 
-    for case, want in enumerate([np.where(which, full, neg_zero), np.where(which, one, full),
-                                 np.where(which, neg_zero, one)]):
-        got = np.asarray(remat.jit(select, static_argnums=4)(which, full, neg_zero, one, case))
-        assert got.dtype == want.dtype
-        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    for t in (None, 0, 1, 2):
+        for f in (None, 0, 1, 2):
+            value = lambda i: full if i is None else constants[i]  # noqa: E731
+            want = np.where(which, value(t), value(f)).astype(dtype)
+            got = np.asarray(select(which, full, t, f))
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8),
+                                          err_msg=f"true {t}, false {f}")

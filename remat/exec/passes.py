@@ -1,5 +1,7 @@
 """Jaxpr-to-jaxpr passes run before execution under jit."""
 
+import numpy as np
+
 from remat.core import Jaxpr, JaxprEqn, Literal, Var
 from remat.interpreters import partial_eval as pe
 from remat.runtime import registry
@@ -47,8 +49,8 @@ def inline_calls(jaxpr):
 
 
 def _atom_key(v, rename):
-    if type(v) is Literal:
-        return ("lit", v.aval, v.val.item() if hasattr(v.val, "item") else v.val)
+    if type(v) is Literal:  # by its bits: 0.0 == -0.0 (and nan != nan) as values
+        return ("lit", v.aval, np.asarray(v.val, v.aval.dtype).tobytes())
     return rename.get(v, v)
 
 
@@ -95,15 +97,11 @@ def fold_constants(jaxpr):
     """Evaluate equations whose operands are all literals and whose results are scalars
     (e.g. ``div 1.0 8.0``), replacing their uses by literals. Larger constant results are
     left to run: folding them would pin their memory for the life of the plan."""
-    import numpy as np
-
-    from remat.core import Literal as Lit
-
     rename = {}
     eqns = []
     for eqn in jaxpr.eqns:
-        invars = [rename.get(v, v) if type(v) is not Lit else v for v in eqn.invars]
-        foldable = (invars and all(type(v) is Lit for v in invars)
+        invars = [rename.get(v, v) if type(v) is not Literal else v for v in eqn.invars]
+        foldable = (invars and all(type(v) is Literal for v in invars)
                     and not eqn.primitive.multiple_results
                     and eqn.primitive not in cse_barriers
                     and not getattr(eqn.primitive, "has_effects", False)
@@ -111,10 +109,10 @@ def fold_constants(jaxpr):
         if foldable:
             vals = [np.asarray(v.val, v.aval.dtype) for v in invars]
             out = np.asarray(eqn.primitive.impl(*vals), eqn.outvars[0].aval.dtype)
-            rename[eqn.outvars[0]] = Lit(out[()], eqn.outvars[0].aval)
+            rename[eqn.outvars[0]] = Literal(out[()], eqn.outvars[0].aval)
             continue
         eqns.append(eqn if invars == eqn.invars else eqn.replace(invars=invars))
-    outvars = [rename.get(v, v) if type(v) is not Lit else v for v in jaxpr.outvars]
+    outvars = [rename.get(v, v) if type(v) is not Literal else v for v in jaxpr.outvars]
     return Jaxpr(jaxpr.constvars, jaxpr.invars, outvars, eqns, jaxpr.debug_info)
 
 

@@ -531,8 +531,7 @@ def _select_n_abstract_eval(which, *cases):
     return cases[0].update(weak_type=all(c.weak_type for c in cases))
 
 
-_BITS = {1: (np.uint8, np.int8), 2: (np.uint16, np.int16), 4: (np.uint32, np.int32),
-         8: (np.uint64, np.int64)}
+_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}  # by itemsize
 
 
 def _select_n_impl(which, *cases):
@@ -548,17 +547,19 @@ def _select_n_impl(which, *cases):
 
 
 def _select_bits(which, false_case, true_case):
-    """``where(which, true_case, false_case)`` on the bits: ``((t ^ f) & mask) ^ f`` with an
-    all-ones mask where ``which``. Exact for every value (nan, inf, -0.0), and on a mask of
-    random signs about seven times faster than ``np.where``, whose per-element branch the CPU
-    mispredicts (a relu's gradient)."""
-    dtype = true_case.dtype
-    bits, signed = _BITS[dtype.itemsize]
-    mask = np.subtract(0, which, dtype=signed).view(bits)
+    """``where(which, true_case, false_case)`` on the bits: ``(which * (t ^ f)) ^ f``, a bool
+    times an unsigned integer being all of its bits or none. Exact for every value (nan, inf,
+    -0.0), and on a mask of random signs several times faster than ``np.where``, whose
+    per-element branch the CPU mispredicts (a relu's gradient). A constant case is read once
+    as a scalar, and a zero false case (the relu's) leaves one pass: ``which * t``."""
+    bits = _BITS[true_case.dtype.itemsize]
     f = _bits_of(false_case, bits)
-    out = np.bitwise_and(mask, np.bitwise_xor(_bits_of(true_case, bits), f), out=mask)
+    t = _bits_of(true_case, bits)
+    if f.ndim == 0 and not f:
+        return np.multiply(which, t, dtype=bits).view(true_case.dtype)
+    out = np.multiply(which, np.bitwise_xor(t, f), dtype=bits)
     out ^= f
-    return out.view(dtype)
+    return out.view(true_case.dtype)
 
 
 def _bits_of(case, bits):
