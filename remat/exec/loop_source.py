@@ -102,13 +102,14 @@ class _Kernel:
             self.invariant.add(name)
         return name
 
-    def body(self, jaxpr, ins, escaping=None, stored=()):
+    def body(self, jaxpr, ins, escaping=None, stored=(), carried=None):
         """Write ``jaxpr``'s equations on the operand sources ``ins``; its outputs' sources.
 
         ``escaping``: for the kernel's own loop body, the positions of the outputs that
         outlive an iteration (carries); every other array the native tier computes there gets
         a buffer allocated once, before the loop. ``stored``: positions of outputs the caller
-        stores itself (``store``), returned as they are (possibly lazy).
+        stores itself (``store``), returned as they are (possibly lazy). ``carried``: for the
+        kernel's own loop body, each carry's input position -> its output position.
 
         Two rewrites keep tiny-array work from allocating at every equation on the Python
         tier: a single-use elementwise result stays an expression inside its consumer's, and
@@ -121,11 +122,11 @@ class _Kernel:
         self.reusable = frozenset() if escaping is None or not self.native else \
             _reusable(jaxpr, [jaxpr.outvars[i] for i in escaping])
         try:
-            return self._write(jaxpr, ins, stored)
+            return self._write(jaxpr, ins, stored, carried or {})
         finally:
             self.reusable = saved
 
-    def _write(self, jaxpr, ins, stored):
+    def _write(self, jaxpr, ins, stored, carried):
         env = dict(zip(jaxpr.invars, ins))
         uses, consumer = {}, {}
         for eqn in jaxpr.eqns:
@@ -137,12 +138,14 @@ class _Kernel:
             if type(v) is not Literal:  # never inlined nor updated in place (a stored
                 # output of the native tier may stay lazy: it is computed into its store)
                 uses[v] = uses.get(v, 0) + (1 if self.native and k in stored else 2)
+        accumulating = {} if self.native else _accumulating(jaxpr, carried, uses, consumer)
         fresh = set()  # vars holding a new array no other var sees
         done = set()  # equations already written with an earlier one
         pads = {}  # var -> (source, index) of a deferred zero pad
         gathers = {}  # concatenate eqn -> (array var, index, axis): one gather of its slices
         pieces = {}  # zero pad -> (its slice eqn, axis), when it is a piece of a slice-add
         pending = {}  # accumulator name -> the slice-adds into it not written yet
+        normalized = set()  # accumulators holding no -0.0 (so adding 0.0 changes nothing)
         if not self.native:
             gathers = _concatenated_slices(jaxpr)
             pieces = _padded_slices(jaxpr, uses, consumer)
@@ -205,6 +208,9 @@ class _Kernel:
                     acc = self.bind(f"np.zeros({out.aval.shape}, {self.dtype(out.aval.dtype)})")
                 elif base in fresh and uses[base] == 1:
                     acc = env[base] if env[base].isidentifier() else self.bind(env[base])
+                    if base not in normalized and out.aval.dtype.kind in "fc":
+                        # (the pads' zeros added: -0.0 becomes 0.0 where nothing else is)
+                        self.line(f"{acc} += {self.const(0, out.aval.dtype)}")
                 else:
                     acc = self.bind(f"{read(base)} + {self.const(0, out.aval.dtype)}")
                 for v in eqn.invars:
@@ -212,6 +218,7 @@ class _Kernel:
                         pending.setdefault(acc, []).append(pads.pop(v))
                 env[out] = acc
                 fresh.add(out)
+                normalized.add(out)
                 continue
             if eqn in gathers:
                 self.gather(eqn, gathers[eqn], read, env, fresh)
@@ -219,6 +226,16 @@ class _Kernel:
             if name not in self.control_flow and not pe.has_effects(eqn) \
                     and all(type(v) is Literal or env[v] in self.invariant for v in eqn.invars):
                 self.hoist(rule, eqn, [read(v) for v in eqn.invars], env)
+                continue
+            if eqn in accumulating and rule is _Kernel.call_impl:
+                # (a carry's one use, giving the next carry: written into the carry's buffer,
+                # the kernel's own copy of the first one)
+                carry = env[jaxpr.invars[accumulating[eqn]]]
+                self.preamble.append(f"    {carry} = {carry}.copy()")
+                ufunc = self.name_object("u", self.ufunc_of(eqn))
+                env[out] = self.bind(f"{ufunc}({', '.join(read(v) for v in eqn.invars)}, "
+                                     f"out={carry})")
+                fresh.add(out)
                 continue
             srcs = rule(self, eqn, [read(v) for v in eqn.invars])
             if name in self.control_flow:  # (results already bound to names)
@@ -686,7 +703,8 @@ def scan_source(jaxpr, num_consts, num_carry, reverse, native):
     k.indent += 1
     k.line("i = length - 1 - it" if reverse else "i = it")
     outs = k.body(jaxpr, consts + carry + [k.bind(f"{x}[i]") for x in xs],
-                  escaping=range(num_carry), stored=range(num_carry, len(jaxpr.outvars)))
+                  escaping=range(num_carry), stored=range(num_carry, len(jaxpr.outvars)),
+                  carried={num_consts + j: j for j in range(num_carry)})
     for y, value in zip(ys, outs[num_carry:]):
         k.store(y, "i", value)
     k.carry(carry, outs[:num_carry], [v.aval for v in jaxpr.outvars[:num_carry]])
@@ -707,7 +725,8 @@ def while_source(cond, body, cond_nconsts, body_nconsts, native):
     (pred,) = k.body(cond, cconsts + carry, escaping=())
     k.line(f"if not {pred}:")
     k.line("    break")
-    k.carry(carry, k.body(body, bconsts + carry, escaping=range(len(body.outvars))),
+    k.carry(carry, k.body(body, bconsts + carry, escaping=range(len(body.outvars)),
+                          carried={body_nconsts + j: j for j in range(len(carry))}),
             [v.aval for v in body.outvars])
     k.indent -= 1
     k.line(f"return ({''.join(c + ', ' for c in carry)})")
@@ -737,6 +756,25 @@ _NEW_ARRAYS = frozenset(ELEMENTWISE - {"copy", "copy_p", "name", "stop_gradient"
     "broadcast_in_dim", "pad", "concatenate", "stack", "dot_general", "dynamic_update_slice",
     "iota", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_or",
     "reduce_and", "argmax", "argmin"}
+
+
+def _accumulating(jaxpr, carried, uses, consumer):
+    """The equations a loop body can write into a carry's buffer: ``{eqn: the carry's input
+    position}`` for a carry whose one use is a ufunc call giving, as its only use, the same
+    carry's next value, of its shape and dtype (a gradient accumulated over the iterations:
+    ``acc + g`` allocated a new array at every one)."""
+    found = {}
+    for position, out_position in carried.items():
+        v, out = jaxpr.invars[position], jaxpr.outvars[out_position]
+        if type(out) is Literal or not v.aval.shape or uses.get(v) != 1 or \
+                uses.get(out) != 2 or list(jaxpr.outvars).count(out) != 1:
+            continue
+        eqn = consumer[v]
+        if eqn.outvars == [out] and out.aval.shape == v.aval.shape and \
+                out.aval.dtype == v.aval.dtype and _Kernel.ufunc_of(eqn) is not None and \
+                all(type(x) is Literal or x.aval.dtype == v.aval.dtype for x in eqn.invars):
+            found[eqn] = position
+    return found
 
 
 def _reusable(jaxpr, escaping):
