@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from remat.runtime import denormals
+from remat.runtime import allocator, denormals
 
 # Below these sizes a step runs whole on the calling thread: handing a part to a worker and
 # waiting for it costs 20 us on an idle core and 75-90 us on a busy or virtual one (measured
@@ -161,6 +161,7 @@ def _enter(outermost):
             return
         if s.blas is ...:
             s.blas = _find_blas_threads()
+            allocator.tune()
         s.workers = s.requested if s.blas is not None else 1
         if s.workers > 1:
             s.saved_blas_threads = s.blas.get()

@@ -1,0 +1,46 @@
+"""The C library's allocator tuned for how the executor allocates: arrays of the same large
+sizes freed and allocated again at every call (a scan's stacked residuals, megabytes each).
+
+glibc hands out a block above its mmap threshold as fresh pages, and gives freed memory at the
+top of its heap back to the kernel once more than its trim threshold is free there (both
+adjust themselves: at most 32 MiB and 64 MiB). A GRU's nine 16 MiB residual stacks, freed
+after each backward pass, were handed back, and the next call faulted every page in again:
+5,500 page faults a call, 20 ms of its 270. On its first run remat sets the thresholds once
+for the process: blocks up to 32 MiB come from the heap, and up to 256 MiB of freed memory
+stays there for reuse (remat's memory accounting counts live buffers, not the process's
+resident memory, and is unchanged). ``REMAT_MALLOC_TUNING=0`` leaves the allocator as it is;
+on other C libraries nothing changes.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import platform
+
+MMAP_THRESHOLD = 32 << 20  # blocks from the heap up to this size (glibc's own maximum)
+TRIM_THRESHOLD = 256 << 20  # freed memory kept at the top of the heap up to this much
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+_tuned = None  # whether they were set, once tried
+
+
+def tune():
+    """Set the thresholds (tried once per process); whether they are set."""
+    global _tuned
+    if _tuned is None:
+        _tuned = _set_thresholds()
+    return _tuned
+
+
+def _set_thresholds():
+    if os.environ.get("REMAT_MALLOC_TUNING", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and \
+        bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
