@@ -13,7 +13,7 @@ import pytest
 
 import remat
 import remat.numpy as jnp
-from remat import lax
+from remat import lax, memory
 from remat.config import config
 
 pytest.importorskip("numba")
@@ -59,7 +59,7 @@ def _new_python_kernels(fn, *args):
         with remat.exec.interpreted():
             want = fn(*args)
     for g, e in zip(remat.tree_util.tree_leaves(got), remat.tree_util.tree_leaves(want)):
-        g, e = np.asarray(g), np.asarray(e)
+        g, e = np.ascontiguousarray(g), np.ascontiguousarray(e)
         assert g.dtype == e.dtype and g.shape == e.shape
         np.testing.assert_array_equal(g.reshape(-1).view(np.uint8), e.reshape(-1).view(np.uint8))
     return [loop.python for loop in loops() if id(loop) not in seen
@@ -573,7 +573,9 @@ def test_python_tier_writes_small_matrix_products_as_the_impls_matmul():
                _new_python_kernels(remat.jit(remat.grad(loss, argnums=(0, 1))), w, big, xs)]
     text = "\n".join(sources)
     assert re.search(r"= np\.matmul\(c[0-9]+, k[0-9]+\)", text)  # h @ w
-    assert re.search(r"= np\.matmul\(t[0-9]+, k[0-9]+\.T\)", text)  # its transpose for h's
+    assert re.search(r"= np\.matmul\(t[0-9]+, k[0-9]+\)", text)  # its transpose for h's
+    # gradient, on the loop's contiguous copy of w.T (``loop_constants``)
+    assert not re.search(r"np\.matmul\([^)]*k[0-9]+\.T\)", text)
     assert re.search(r"= np\.matmul\(t[0-9]+\.T, t[0-9]+\)", text)  # w's gradient
     # the big product's gradient (256 x 256 x 256 multiply-adds): the impl, which splits it
     impl_calls = r"_normalized\(f[0-9]+\((k[0-9]+, t[0-9]+|t[0-9]+, k[0-9]+), "
@@ -643,3 +645,62 @@ def test_python_tier_slice_adds_keep_the_pads_zero_additions():
     np.testing.assert_array_equal(np.asarray(remat.jit(f)(c0)), [0.0, -1.0, 2.0, 0.0])
     np.testing.assert_array_equal(np.signbit(np.asarray(remat.jit(f)(c0))),
                                   [False, True, False, False])
+
+
+def test_loops_read_a_constant_used_across_its_rows_from_a_transposed_copy():
+    """``h @ w.T`` with ``w`` a loop constant (a dense layer's gradient) reads a contiguous
+    copy of ``w.T`` made once per loop, in scans and while loops, on the plans and both loop
+    tiers alike (bit for bit the same rewritten body); the copy is counted in memory while
+    the loop runs, and the executor's memory model counts it too."""
+    from remat.exec.loop_constants import held_bytes, transposed_constants
+
+    rng = np.random.default_rng(9)
+    w = (rng.standard_normal((16, 24)) / 4).astype(np.float32)
+    xs = rng.standard_normal((5, 8, 24)).astype(np.float32)
+
+    def scanned(w, xs):
+        def body(h, x):  # (w read across its rows, then in order)
+            return jnp.tanh((h @ w.T) @ w + x), None
+        return lax.scan(body, jnp.zeros((8, 24), jnp.float32), xs)[0]
+
+    def counted(w, h):  # (a while loop; its gradient's product reads w across its rows)
+        def body(c):
+            return c[0] + 1, jnp.sin((c[1] @ w.T) @ w)
+        return lax.while_loop(lambda c: c[0] < 4, body, (0, h))[1]
+
+    def gradient(w, xs):  # (JAX's transpose of u @ w: a product on w's rows)
+        def loss(w):
+            def body(h, x):
+                return jnp.tanh(jnp.sin(h @ w.T) @ w + x), None
+            return jnp.sum(lax.scan(body, xs[0], xs)[0])
+        return remat.grad(loss)(w)
+
+    for fn, args in ((scanned, (w, xs)), (counted, (w, xs[0])), (gradient, (w, xs))):
+        for eqn in remat.make_jaxpr(fn)(*args).eqns:
+            if eqn.primitive.name not in ("scan", "while"):
+                continue
+            body, n = (eqn.params["jaxpr"], eqn.params["num_consts"]) if \
+                eqn.primitive.name == "scan" else (eqn.params["body_jaxpr"],
+                                                   eqn.params["body_nconsts"])
+            rewritten, sources = transposed_constants(body, n)
+            assert sources and all(p == (1, 0) for _, p in sources)
+            assert rewritten.jaxpr.invars[0].aval.shape == (24, 16)
+            constants = set(rewritten.jaxpr.invars[:n + len(sources)])
+            assert not any(e.primitive.name == "transpose" and e.invars[0] in constants
+                           for e in rewritten.jaxpr.eqns)
+            assert held_bytes(eqn.primitive.name, eqn.params) == len(sources) * w.nbytes
+        kernels = _new_python_kernels(remat.jit(fn), *args)
+        text = "\n".join("\n".join(k.source_lines) for k in kernels)
+        assert kernels and "np.matmul(" in text, text
+        assert not re.search(r"np\.matmul\([^)]*k[0-9]+\.T\)", text), text
+        with remat.exec.interpreted():  # (the plans run the rewritten body too)
+            np.testing.assert_array_equal(np.asarray(remat.jit(fn)(*args)),
+                                          np.asarray(remat.jit(fn)(*args)))
+        compiled = remat.jit(fn).lower(*args).compile()
+        stats = compiled.memory_analysis()
+        modelled = stats.peak_memory_in_bytes - stats.argument_size_in_bytes
+        with remat.exec.interpreted():
+            assert memory.peak_memory(compiled, *args) <= modelled
+        assert memory.peak_memory(compiled, *args) <= modelled
+        np.testing.assert_allclose(np.asarray(remat.jit(fn)(*args)),
+                                   np.asarray(fn(*args)), rtol=1e-5, atol=1e-6)

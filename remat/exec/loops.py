@@ -9,6 +9,7 @@ import numpy as np
 
 from remat import core, memory
 from remat.exec import native, plan
+from remat.exec.loop_constants import transposed_constants
 from remat.exec.peaks import plan_peaks
 from remat.exec.plan import _plan_and_consts, evaluate, prepared
 from remat.lax.control_flow.conditionals import cond_p
@@ -62,7 +63,28 @@ def _run_kernel(loop, kernel, peak, args):
     return out
 
 
+def _transposed_copies(constants, sources):
+    """The contiguous transposed copies ``transposed_constants`` asks for, tracked (the caller
+    untracks them when its loop is done)."""
+    copies = [np.ascontiguousarray(np.transpose(np.asarray(constants[i]), permutation))
+              for i, permutation in sources]
+    for c in copies:
+        memory.track(c)
+    return copies
+
+
 def _scan_impl(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
+    body, sources = transposed_constants(jaxpr, num_consts)
+    copies = _transposed_copies([*jaxpr.consts, *args[:num_consts]], sources)
+    try:
+        return _scan(copies + list(args), body, num_consts + len(copies), num_carry, length,
+                     reverse)
+    finally:
+        for c in copies:
+            memory.untrack(c)
+
+
+def _scan(args, jaxpr, num_consts, num_carry, length, reverse):
     consts = list(args[:num_consts])
     carry = list(args[num_consts:num_consts + num_carry])
     xs = list(args[num_consts + num_carry:])
@@ -115,6 +137,17 @@ def _scan_steps(jaxpr, consts, carry, xs, ys, num_carry, length, reverse):
 
 
 def _while_impl(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    body, sources = transposed_constants(body_jaxpr, body_nconsts)
+    copies = _transposed_copies([*body_jaxpr.consts, *args[cond_nconsts:]], sources)
+    args = [*args[:cond_nconsts], *copies, *args[cond_nconsts:]]
+    try:
+        return _while(args, cond_jaxpr, body, cond_nconsts, body_nconsts + len(copies))
+    finally:
+        for c in copies:
+            memory.untrack(c)
+
+
+def _while(args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     loop = native.while_loop(cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts)
     kernel = _kernel(loop)
     if kernel is None:

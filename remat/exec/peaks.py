@@ -9,6 +9,7 @@ import numpy as np
 
 from remat.core import ClosedJaxpr, Jaxpr
 from remat.exec.fusion import FusedStep
+from remat.exec.loop_constants import held_bytes
 from remat.exec.plan import plan_for
 from remat.interpreters.partial_eval import convert_constvars_jaxpr
 
@@ -178,7 +179,7 @@ def plan_peaks(plan):
                     buffers.allocate(slot)
         else:
             transient = max((plan_peaks(plan_for(j))[0] for j in sub_jaxprs(step.params)),
-                            default=0)
+                            default=0) + held_bytes(step.primitive.name, step.params)
             _step_outputs(buffers, step)
         held_outputs = sum(buffers.size[b] for b in {buffers.buffer[s] for s in out_slots
                                                      if s in buffers.buffer})

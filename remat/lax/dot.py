@@ -292,6 +292,20 @@ def _transposed_dot_general(eqn, permutation):
 
 registry.transposed_forms[dot_general_p] = _transposed_dot_general
 
+
+def _dot_general_in_order(eqn):
+    """The params of the same product on its rhs transposed, when it reads a matrix rhs across
+    its rows (``x @ w.T``: every dense layer's gradient), which BLAS runs 1.1-2.4x slower than
+    the product on a contiguous ``w.T`` (measured from 8x16x16 to 256x256x256)."""
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    lhs, rhs = eqn.invars
+    if lb or len(lhs.aval.shape) != 2 or len(rhs.aval.shape) != 2 or tuple(rc) != (1,):
+        return None
+    return dict(eqn.params, dimension_numbers=((lc, (0,)), (lb, rb)))
+
+
+registry.in_order_forms[dot_general_p] = _dot_general_in_order
+
 def _dot_general_source(eqn, ins):
     """A product of two matrices too small to split across the workers: the impl's own
     ``np.matmul`` call (the impl checks dtypes and sizes at every call; a loop kernel's

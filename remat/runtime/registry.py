@@ -11,6 +11,9 @@ read by the executor's planner and passes: the primitives stay below the executo
   ``prim`` computing the transpose of ``eqn``'s result directly (a matrix product's, by
   swapping its operands), so a transpose that is its one use need not read it across its
   rows; ``transpose_primitive`` is that transpose (registered by ``remat.lax.shape``);
+- ``in_order_forms[prim](eqn) -> params or None``: the params of ``eqn`` on its second operand
+  transposed, when ``eqn`` reads that operand across its rows (``x @ w.T``): a loop whose
+  body does so with a loop constant reads a contiguous transposed copy, made once per loop;
 - ``source_forms[prim](eqn, operand sources) -> source or None``: the NumPy expression a
   generated loop kernel may write for an equation instead of calling its impl, giving the
   impl's result bit for bit (the impl's own NumPy call, without its per-call checks).
@@ -22,4 +25,5 @@ barrier_primitive = None  # optimization_barrier_p, registered by remat.lax.iden
 inline_rules = {}
 transposed_forms = {}
 transpose_primitive = None
+in_order_forms = {}
 source_forms = {}
