@@ -2,6 +2,7 @@
 with the generated-Python tier on every primitive it writes, on every carry/xs/ys structure,
 under grad and jit; kernels are cached on disk across processes; the flag turns it off."""
 
+import functools
 import os
 import re
 import subprocess
@@ -668,14 +669,17 @@ def test_loops_read_a_constant_used_across_its_rows_from_a_transposed_copy():
             return c[0] + 1, jnp.sin((c[1] @ w.T) @ w)
         return lax.while_loop(lambda c: c[0] < 4, body, (0, h))[1]
 
-    def gradient(w, xs):  # (JAX's transpose of u @ w: a product on w's rows)
-        def loss(w):
-            def body(h, x):
+    def gradient(w, xs, checkpointed=False):  # (JAX's transpose of u @ w: a product on
+        def loss(w):                            # w's rows; checkpointed: in the body's
+            def body(h, x):                     # recomputation, behind its barrier)
                 return jnp.tanh(jnp.sin(h @ w.T) @ w + x), None
+            body = remat.checkpoint(body) if checkpointed else body
             return jnp.sum(lax.scan(body, xs[0], xs)[0])
         return remat.grad(loss)(w)
 
-    for fn, args in ((scanned, (w, xs)), (counted, (w, xs[0])), (gradient, (w, xs))):
+    checkpointed = functools.partial(gradient, checkpointed=True)
+    for fn, args in ((scanned, (w, xs)), (counted, (w, xs[0])), (gradient, (w, xs)),
+                     (checkpointed, (w, xs))):
         for eqn in remat.make_jaxpr(fn)(*args).eqns:
             if eqn.primitive.name not in ("scan", "while"):
                 continue

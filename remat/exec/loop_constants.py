@@ -9,6 +9,7 @@ import math
 
 from remat import core
 from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Var
+from remat.exec.passes import inline_calls
 from remat.runtime import registry
 from remat.runtime.registry import in_order_forms
 
@@ -21,15 +22,18 @@ def transposed_constants(closed, num_consts):
     it is transposed; ``(closed, [])`` when no constant is read across its rows. A constant
     is read across its rows by a ``registry.in_order_forms`` equation, and by a
     ``transpose`` of it (whose result becomes the copy)."""
-    jaxpr = closed.jaxpr
+    jaxpr = inline_calls(closed.jaxpr)  # (a checkpointed body's recomputation reads them)
     position = {v: i for i, v in enumerate([*jaxpr.constvars, *jaxpr.invars[:num_consts]])}
-    copies = {}  # (constant var, permutation) -> its transposed copy's var
+    constant = {v: v for v in position}  # a var holding a constant's value -> the constant
+    copies = {}  # (constant, permutation) -> its transposed copy's var
+    origin = {}  # a copy's var -> (constant, permutation)
     rename = {}  # a transpose's result -> the copy that replaces it
 
     def copy(v, permutation):
-        key = (v, tuple(permutation))
+        key = (constant[v], tuple(permutation))
         if key not in copies:
             copies[key] = Var(v.aval.update(shape=tuple(v.aval.shape[d] for d in permutation)))
+            origin[copies[key]] = key
         return copies[key]
 
     eqns = []
@@ -37,15 +41,22 @@ def transposed_constants(closed, num_consts):
         eqn = eqn.replace(invars=[rename.get(v, v) if type(v) is Var else v
                                   for v in eqn.invars])
         x = eqn.invars[0] if eqn.invars else None
-        if eqn.primitive is registry.transpose_primitive and type(x) is Var and x in position:
+        if eqn.primitive is registry.barrier_primitive:  # (a checkpoint's: same values)
+            constant.update((o, constant[v]) for o, v in zip(eqn.outvars, eqn.invars)
+                            if type(v) is Var and v in constant)
+        elif eqn.primitive is registry.transpose_primitive and type(x) is Var and \
+                x in constant:
             rename[eqn.outvars[0]] = copy(x, eqn.params["permutation"])
             continue
         form = in_order_forms.get(eqn.primitive)
         w = eqn.invars[1] if len(eqn.invars) == 2 else None
-        params = form(eqn) if form is not None and type(w) is Var and w in position else None
-        if params is not None:
-            eqn = JaxprEqn([x, copy(w, (1, 0))], eqn.outvars, eqn.primitive, params,
-                           eqn.source_info)
+        params = form(eqn) if form is not None and type(w) is Var and \
+            (w in constant or w in origin) else None
+        if params is not None:  # (a copy read across its rows: the constant, in order)
+            read = origin[w][0] if origin.get(w, (None, None))[1] == (1, 0) else \
+                None if w in origin else copy(w, (1, 0))
+            if read is not None:
+                eqn = JaxprEqn([x, read], eqn.outvars, eqn.primitive, params, eqn.source_info)
         eqns.append(eqn)
     if not copies:
         return closed, []
