@@ -312,12 +312,22 @@ custom_lin_p = Primitive("custom_lin")
 custom_lin_p.multiple_results = True
 
 
-def _custom_lin_impl(*args, num_res, bwd, out_avals):
-    raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+def _custom_lin_impl(*args, num_res, bwd, out_avals, transposable=False):
+    """Evaluated forward (``linearize``'s tangent map) only when ``bwd`` is known to be a
+    linear map built of primitives (a ``custom_remat``'s ``f_bwd``): then as its transpose,
+    from the same residuals. A ``custom_vjp``'s ``bwd`` may be anything: as in JAX, no."""
+    if not transposable:
+        raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+    res = [_as_array(r) for r in args[:num_res]]
+    tangents = [_as_array(t) for t in args[num_res:]]
+    closed = pe.trace_to_jaxpr(lambda *cts: bwd(res, list(cts)), list(out_avals))
+    dummies = [ad.UndefinedPrimal(a) for a in out_avals]
+    outs = ad.backward_pass(closed.jaxpr, list(closed.consts), dummies, tangents)
+    return [ad.instantiate_zeros(o) for o in outs]
 
 
 custom_lin_p.def_impl(_custom_lin_impl)
-custom_lin_p.def_abstract_eval(lambda *avals, num_res, bwd, out_avals: list(out_avals))
+custom_lin_p.def_abstract_eval(lambda *avals, out_avals, **_: list(out_avals))
 
 
 def _as_array(x):
@@ -328,7 +338,7 @@ def _as_array(x):
     return x
 
 
-def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals):
+def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals, transposable=False):
     res = [_as_array(r) for r in args[:num_res]]
     if getattr(bwd, "symbolic_zeros", False):
         cts = [SymbolicZero(c.aval) if type(c) is ad.Zero else _as_array(c) for c in cts]

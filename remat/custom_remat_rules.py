@@ -11,7 +11,8 @@ How: the call binds ``custom_remat_call`` (``f``'s jaxpr plus the rules). Its JV
 ``custom_remat_jvp`` on primals and tangents; that equation evaluates as ``jvp(f)``, and its
 policy-aware partial-eval rule (what a checkpoint uses) splits it into a ``jit`` of ``f_fwd``
 on the known side and, on the staged side, a ``jit`` of ``f_rem`` feeding ``custom_lin``,
-whose transpose is ``f_bwd``.
+whose transpose is ``f_bwd`` (and which ``linearize`` evaluates forward as the transpose of
+``f_bwd``, a linear map: the same residuals serve both).
 """
 
 import functools
@@ -285,7 +286,7 @@ def _jvp_pe_custom(eqn, unknowns, policy, unsaveable):
         out, res2, res2_tree = rules.rem_flat(res_tree, res, args)
         bwd = functools.partial(_bwd_flat, rules, res2_tree)
         t_out = custom_lin_p.bind(*res2, *ts, num_res=len(res2), bwd=bwd,
-                                  out_avals=out_tangent_avals)
+                                  out_avals=out_tangent_avals, transposable=True)
         return [*out, *t_out], None
 
     staged_closed, _ = _trace_rule(

@@ -101,6 +101,26 @@ def test_the_rule_responds_to_the_policy(policy, saved):
     assert _backward_prims(jaxpr).count("cos") == (0 if saved else 2)
 
 
+@pytest.mark.parametrize("policy", [save_cos, cp.nothing_saveable])
+def test_linearize_through_a_checkpoints_split_is_the_jvp_of_f(policy):
+    """``linearize`` splits a checkpoint as ``vjp`` does, so its tangent map meets the staged
+    ``custom_lin``, whose rule is ``f_bwd``: evaluated forward as ``f_bwd``'s transpose (found
+    by the fuzzer: it raised "can't apply forward-mode autodiff" where JAX runs ``f``), eagerly
+    and under jit, and without saving more for ``vjp`` than the rule asks."""
+    f = remat.checkpoint(lambda x: jnp.cos(sin_by_policy(sin_by_policy(x)) * 2.0),
+                         policy=policy)
+    plain = lambda x: jnp.cos(jnp.sin(jnp.sin(x)) * 2.0)  # noqa: E731
+    x, t = np.float32([0.3, -1.2, 2.0]), np.float32([1.0, 0.5, -2.0])
+    want_out, want_t = remat.jvp(plain, (x,), (t,))
+    for fn in (f, remat.jit(f)):
+        out, lin = remat.linearize(fn, x)
+        np.testing.assert_allclose(out, want_out, rtol=1e-6)
+        np.testing.assert_allclose(lin(t), want_t, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(remat.jit(lin)(t), want_t, rtol=1e-5, atol=1e-6)
+    saved = saved_residuals(f, x)
+    assert sum("sin_fwd" in d for _, d in saved) == (2 if policy is save_cos else 0)
+
+
 def test_outside_a_checkpoint_it_is_f():
     calls = []
 
