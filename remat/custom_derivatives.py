@@ -198,6 +198,7 @@ def _batch_call(vals, dims, call_jaxpr, num_consts):
 def _custom_jvp_call_batch(vals, dims, call_jaxpr, jvp_jaxpr_fun, num_consts):
     size, vals, batched, b_call, primal_dims, n_out = _batch_call(vals, dims, call_jaxpr,
                                                                    num_consts)
+    axis_name = batching.rule_axis_name()  # (the rule runs later, outside this one)
 
     def batched_jvp(primals, tangents):
         def flat(*pt):
@@ -205,7 +206,7 @@ def _custom_jvp_call_batch(vals, dims, call_jaxpr, jvp_jaxpr_fun, num_consts):
             return list(outs) + list(t_outs)
 
         outs, out_dims = batching.batch_flat(flat, size, list(primals) + list(tangents),
-                                             primal_dims + primal_dims)
+                                             primal_dims + primal_dims, axis_name)
         outs = [batching.bdim_at_front(o, d, size) for o, d in zip(outs, out_dims)]
         return outs[:n_out], outs[n_out:]
 
@@ -368,6 +369,8 @@ def _custom_vjp_call_batch(vals, dims, call_jaxpr, fwd, bwd, num_consts):
     size, vals, batched, b_call, primal_dims, n_out = _batch_call(vals, dims, call_jaxpr,
                                                                    num_consts)
 
+    axis_name = batching.rule_axis_name()  # (the rules run later, outside this one)
+
     def at_front(outs, out_dims):
         return [batching.bdim_at_front(o, d, size) for o, d in zip(outs, out_dims)]
 
@@ -376,7 +379,8 @@ def _custom_vjp_call_batch(vals, dims, call_jaxpr, fwd, bwd, num_consts):
             outs, res = fwd(list(p), perturbed)
             return list(outs) + list(res)
 
-        outs = at_front(*batching.batch_flat(flat, size, list(primals), primal_dims))
+        outs = at_front(*batching.batch_flat(flat, size, list(primals), primal_dims,
+                                             axis_name))
         return outs[:n_out], outs[n_out:]
 
     def batched_bwd(res, cts):
@@ -384,7 +388,7 @@ def _custom_vjp_call_batch(vals, dims, call_jaxpr, fwd, bwd, num_consts):
             return list(bwd(list(rc[:len(res)]), list(rc[len(res):])))
 
         return at_front(*batching.batch_flat(flat, size, list(res) + list(cts),
-                                             [0] * (len(res) + len(cts))))
+                                             [0] * (len(res) + len(cts)), axis_name))
 
     batched_bwd.symbolic_zeros = False  # the batched cotangents are instantiated
     outs = custom_vjp_call_p.bind(*vals, call_jaxpr=b_call, fwd=batched_fwd, bwd=batched_bwd,

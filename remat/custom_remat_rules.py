@@ -113,7 +113,9 @@ def _custom_remat_call_jvp(primals, tangents, call_jaxpr, rules, num_consts):
 def _batched_rules(rules, size, arg_dims):
     """``rules`` vmapped over the arguments batched along ``arg_dims`` (residuals and output
     cotangents batched along their leading axis). An unbatched argument is shared by every
-    example, so its cotangent is the sum over the batch."""
+    example, so its cotangent is the sum over the batch. The rules run later, under the
+    vmap's axis name (a rule may use the named axis)."""
+    axis_name = batching.rule_axis_name()
 
     def run(fn, vals, dims):
         trees = {}
@@ -123,7 +125,7 @@ def _batched_rules(rules, size, arg_dims):
             trees["n"] = len(out)
             return [*out, *res]
 
-        outs, out_dims = batching.batch_flat(flat, size, list(vals), list(dims))
+        outs, out_dims = batching.batch_flat(flat, size, list(vals), list(dims), axis_name)
         outs = [batching.bdim_at_front(o, d, size) for o, d in zip(outs, out_dims)]
         return outs[:trees["n"]], outs[trees["n"]:], trees["res"]
 
@@ -147,7 +149,7 @@ def _batched_rules(rules, size, arg_dims):
         n = len(flat_res2)
         outs, dims = batching.batch_flat(
             lambda *v: rules.bwd_flat(res2_tree, v[:n], v[n:]), size,
-            [*flat_res2, *flat_cts], [0] * (n + len(flat_cts)))
+            [*flat_res2, *flat_cts], [0] * (n + len(flat_cts)), axis_name)
         flat = []
         for o, d, arg_dim in zip(outs, dims, arg_dims):
             o = batching.bdim_at_front(o, d, size)

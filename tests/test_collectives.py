@@ -372,3 +372,46 @@ def test_ppermute_pshuffle_pbroadcast_over_two_axes():
     with remat.enable_x64(True):
         check_grads(nested(lambda v: rnp.sin(lax.ppermute(v, ("i", "j"), perm))), (x,),
                     order=1)
+
+
+def test_custom_rules_of_a_named_vmap_see_its_axis_when_they_run_later():
+    """A custom_vjp's fwd/bwd, a custom_jvp's rule and a custom_remat's rules batched by a
+    named vmap run after the vmap has returned, when the batched function is differentiated:
+    they must still see the vmap's axis name (fuzz seed 61072: "unbound axis name" from a
+    custom_remat's f_bwd using axis_index, under value_and_grad of a named vmap)."""
+    from remat.custom_remat_rules import custom_remat
+
+    def make(ns, lib_lax, custom_vjp, custom_jvp):
+        @custom_vjp
+        def scaled(x):
+            return x * (lib_lax.axis_index("i") + 1.0)
+
+        scaled.defvjp(lambda x: (scaled(x), x),
+                      lambda x, g: (lib_lax.psum(g, "i") * (lib_lax.axis_index("i") + 1.0),))
+
+        @custom_jvp
+        def shifted(x):
+            return ns.sin(x) + lib_lax.axis_index("i")
+
+        shifted.defjvp(lambda p, t: (shifted(*p), ns.cos(p[0]) * t[0]
+                                     * (lib_lax.axis_index("i") + 1.0)))
+        return lambda x: shifted(scaled(x)) ** 2
+
+    x = np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(3, 4)
+
+    def loss(lib, f):
+        return lambda x: lib.numpy.sum(lib.vmap(f, axis_name="i")(x))
+
+    got = remat.grad(loss(remat, make(rnp, lax, remat.custom_vjp, remat.custom_jvp)))(x)
+    want = jax.grad(loss(jax, make(jjnp, jlax, jax.custom_vjp, jax.custom_jvp)))(x)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+    def fn(x):
+        return rnp.sin(x) * (lax.axis_index("i") + 1.0)
+
+    cr = custom_remat(fn, lambda policy, x: (fn(x), None), lambda saved, x: (fn(x), x),
+                      lambda x, g: remat.vjp(fn, x)[1](g))
+    for outer in (lambda f: f, remat.jit):
+        got = outer(remat.grad(loss(remat, remat.checkpoint(cr))))(x)
+        want = remat.grad(loss(remat, remat.checkpoint(fn)))(x)
+        np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -198,6 +198,13 @@ def _unbatched_shape(vals, dims, shapes, rank):
     raise AssertionError
 
 
+def rule_axis_name():
+    """The axis name of the batching rule running now (None outside one, or unnamed): a rule
+    that defers work (a custom rule traced at differentiation time) batches it under this
+    name, the deferred call running outside the rule."""
+    return _rule_axis_names[-1] if _rule_axis_names else None
+
+
 def batch_flat(flat_fun, size, vals, dims, axis_name=None):
     """Run ``flat_fun`` batched: returns ``(out_vals, out_dims)``. Inside a rule, the axis
     is (by default) the axis of the trace whose rule runs."""
