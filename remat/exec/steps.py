@@ -89,8 +89,12 @@ def in_place_donor(eqn, dying):
 
 
 def donatable(buf):
-    """The buffer is ours alone (no views of it alive) and writeable."""
-    return buf.base is None and buf.flags.writeable and memory.holders(buf) == 1
+    """The buffer is ours alone (no views of it alive), writeable, and in C order: a result
+    written into it then has the layout a new array would (NumPy gives a new result C order
+    whenever an operand is), so later layout-sensitive work (a sum's order, BLAS's transposes)
+    rounds alike however the executor placed it."""
+    return buf.base is None and buf.flags.writeable and buf.flags.c_contiguous and \
+        memory.holders(buf) == 1
 
 
 def release(slots, env, owned):
