@@ -327,8 +327,17 @@ def _custom_lin_impl(*args, num_res, bwd, out_avals, transposable=False):
     return [ad.instantiate_zeros(o) for o in outs]
 
 
+def _custom_lin_jvp(primals, tangents, **params):
+    """Differentiating ``linearize``'s tangent map (second order): through the forward
+    evaluation, the transpose of ``bwd``."""
+    if not params.get("transposable"):
+        return _custom_lin_impl(*primals, **params)  # (raises, as in JAX)
+    return ad.jvp_flat(lambda *args: _custom_lin_impl(*args, **params), primals, tangents)
+
+
 custom_lin_p.def_impl(_custom_lin_impl)
 custom_lin_p.def_abstract_eval(lambda *avals, out_avals, **_: list(out_avals))
+ad.primitive_jvps[custom_lin_p] = _custom_lin_jvp
 
 
 def _as_array(x):
