@@ -415,3 +415,23 @@ def test_custom_rules_of_a_named_vmap_see_its_axis_when_they_run_later():
         got = outer(remat.grad(loss(remat, remat.checkpoint(cr))))(x)
         want = remat.grad(loss(remat, remat.checkpoint(fn)))(x)
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_call_with_no_operands_that_uses_the_named_axis_is_batched():
+    """``jit(lambda: axis_index("i"))()`` inside a named vmap: no operand is batched, yet its
+    body depends on the axis (it ran unbatched, and ``axis_index`` raised "unbound axis name"
+    when the body was executed: fuzz seed 64431)."""
+    def f(ns, lib_lax, jit):
+        def g(x):
+            k = jit(lambda: lib_lax.axis_index("i") * 2 + 1)()
+            return ns.sin(x) * k
+        return g
+
+    x = np.linspace(0.1, 1.0, 4, dtype=np.float32)
+    want = jax.vmap(f(jjnp, jlax, jax.jit), axis_name="i")(x)
+    for outer in (lambda h: h, remat.jit):
+        got = outer(remat.vmap(f(rnp, lax, remat.jit), axis_name="i"))(x)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    out, lin = remat.linearize(remat.vmap(f(rnp, lax, remat.jit), axis_name="i"), x)
+    _, jlin = jax.linearize(jax.vmap(f(jjnp, jlax, jax.jit), axis_name="i"), x)
+    np.testing.assert_allclose(lin(np.ones_like(x)), jlin(np.ones_like(x)), rtol=1e-6)

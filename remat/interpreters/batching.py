@@ -26,6 +26,7 @@ collective_batchers = {}
 # The axis names of the traces whose rules are running, innermost last: the axis a rule's
 # ``batch_jaxpr``/``batch_flat`` of a sub-jaxpr batches along.
 _rule_axis_names = []
+_rule_axis_sizes = []  # (beside the names: the batch size of the rule running now)
 
 
 class BatchTracer(Tracer):
@@ -70,8 +71,11 @@ class BatchTrace(Trace):
             rule = functools.partial(collective_batchers[primitive], self.axis_size,
                                      self.axis_name)
             return self._apply_rule(primitive, rule, vals, dims, params)
-        if self.axis_name is not None and vals and all(d is not_mapped for d in dims) and \
+        if self.axis_name is not None and all(d is not_mapped for d in dims) and \
                 _params_use_axis(params, self.axis_name):  # e.g. a jit whose body has a psum
+            if not vals:  # (nothing to batch it by: its rule, which finds the size here)
+                return self._apply_rule(primitive, primitive_batchers[primitive], vals, dims,
+                                        params)
             with core.set_current_trace(self.parent):
                 vals = [bdim_at_front(vals[0], not_mapped, self.axis_size), *vals[1:]]
             dims = [0, *dims[1:]]
@@ -91,11 +95,13 @@ class BatchTrace(Trace):
 
     def _apply_rule(self, primitive, rule, vals, dims, params):
         _rule_axis_names.append(self.axis_name)
+        _rule_axis_sizes.append(self.axis_size)
         try:
             with core.set_current_trace(self.parent):
                 out, out_dim = rule(vals, dims, **params)
         finally:
             _rule_axis_names.pop()
+            _rule_axis_sizes.pop()
         if primitive.multiple_results:
             return [self.make_tracer(v, d) for v, d in zip(out, out_dim)]
         return self.make_tracer(out, out_dim)
@@ -149,9 +155,13 @@ def bdim_at_front(x, bdim, size):
 
 
 def axis_size_of(vals, dims):
+    """The batch size: of the batched operands, else (a call with no operands whose body
+    uses the axis) of the rule's trace."""
     for x, d in zip(vals, dims):
         if d is not not_mapped:
             return core.get_aval(x).shape[d]
+    if _rule_axis_sizes:
+        return _rule_axis_sizes[-1]
     raise ValueError("no batched operand")
 
 
