@@ -3,14 +3,17 @@
 
 import ctypes
 import ctypes.util
+import os
 import statistics
 import time
 
 
 def tune_allocator():
     """Keep large freed NumPy buffers in glibc's heap (no munmap/mmap and page faults for
-    every 32 MiB temporary): the same for every system measured in the process. Returns
-    whether the setting took (it needs glibc)."""
+    every 32 MiB temporary): the same for every system measured in the process. remat's own,
+    smaller setting (``remat.runtime.allocator``) is turned off so that it does not replace
+    this one at remat's first run. Returns whether the setting took (it needs glibc)."""
+    os.environ["REMAT_MALLOC_TUNING"] = "0"
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c"))
         m_trim_threshold, m_mmap_threshold = -1, -3
