@@ -518,3 +518,28 @@ def test_docs_code_blocks_run(capsys):
         exec(compile(block, f"loop_checkpointing.md block {i}", "exec"), namespace)
     out = capsys.readouterr().out
     assert "forward steps" in out and math.isfinite(namespace.get("checked", math.nan))
+
+
+def test_grad_with_an_integer_constant_of_the_checkpointed_body():
+    """An integer loop constant (indices the body reads) has a float0 cotangent, which the
+    checkpointed scan's transpose summed over the steps with ``add`` and failed ("add does
+    not accept dtype void": fuzz seed 67542); it stays float0, and the float gradient matches
+    the plain scan's."""
+    idx = np.array([2, 0, 1], np.int32)
+    xs = np.linspace(0.1, 0.9, 12, dtype=np.float32).reshape(4, 3)
+
+    def loss(w, idx, checkpoints):
+        def body(c, x):
+            c = jnp.sin(c[idx] * w + x)
+            return c, jnp.sum(c)
+        kw = {"checkpoints": checkpoints} if checkpoints else {}
+        c, ys = lax.scan(body, jnp.ones(3, jnp.float32), xs, **kw)
+        return jnp.sum(c) + jnp.sum(ys)
+
+    w = np.float32(0.7)
+    want = remat.grad(loss)(w, idx, None)
+    for k in (1, 2):
+        np.testing.assert_allclose(remat.grad(loss)(w, idx, k), want, rtol=1e-5)
+        g_w, g_idx = remat.grad(loss, argnums=(0, 1), allow_int=True)(w, idx, k)
+        assert g_idx.dtype == remat.dtypes.float0
+        np.testing.assert_allclose(g_w, want, rtol=1e-5)

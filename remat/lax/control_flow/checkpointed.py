@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from remat import core, lax
+from remat import core, dtypes, lax
 from remat.call import recompute_whole_rule
 from remat.core import Primitive
 from remat.interpreters import ad, batching
@@ -432,6 +432,14 @@ def _scan_lin_abstract_eval(*avals, jaxpr, num_carry, length, carry_nz, ys_nz, *
                    for a, nz in zip(jaxpr.out_avals[num_carry:], ys_nz) if nz]
 
 
+def _accumulate(acc, ct):
+    """``acc + ct`` for a constant's cotangent summed over the steps; an integer constant's is
+    float0 (no values: it stays as it is)."""
+    if core.get_aval(acc).dtype == dtypes.float0:
+        return acc
+    return lax.add(acc, ct)
+
+
 def _scan_lin_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, unroll,
                         checkpoints, const_nz, carry_nz, xs_nz, ys_nz):
     """The backward pass: a loop of the binomial schedule's moves (``_move``), each step
@@ -468,7 +476,7 @@ def _scan_lin_transpose(cts, *args, jaxpr, num_consts, num_carry, length, revers
         in_cts = _vjp_step(jaxpr, [*consts, *cur, *at(t, xs)], [*const_nz, *carry_nz, *xs_nz],
                            ct_out)
         c_ct, k_ct, x_ct = _split(in_cts, sum(const_nz), sum(carry_nz))
-        return [k_ct, [lax.add(a, c) for a, c in zip(acc, c_ct)], x_ct]
+        return [k_ct, [_accumulate(a, c) for a, c in zip(acc, c_ct)], x_ct]
 
     def move(state, _):
         b, cur, cur_pos, buf, pos, held, ct_c, acc = state
