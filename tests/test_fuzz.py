@@ -6,6 +6,7 @@ Long campaigns: ``python tests/fuzz_campaign.py --cases 50000``.
 """
 
 import contextlib
+import importlib.util
 
 import fuzzing
 import pytest
@@ -180,6 +181,27 @@ REGRESSIONS = [
 @pytest.mark.parametrize("program", REGRESSIONS)
 def test_fuzzer_regression(namespaces, program):
     fuzzing.check_program(program, *namespaces)
+
+
+# Campaign seeds (``fuzz_campaign.py``) that failed, as drawn: each program is checked as the
+# campaign checks it (against JAX too; its loops natively where numba is installed).
+CAMPAIGN_REGRESSIONS = [
+    60092,  # linearize through a checkpoint's split of a custom_remat (forward custom_lin)
+    61072,  # a custom_remat's rules batched by a named vmap, run at transposition
+    62293,  # a product written into a transposed dying buffer: a sum added in another order
+    63605,  # value_and_grad of linearize's tangent map through a custom_remat split
+    64431,  # jit(lambda: axis_index("i"))() with no operands in a named vmap
+    67542,  # an integer constant's float0 cotangent in a checkpointed scan's transpose
+    68729,  # a native kernel called with a read-only operand where it was compiled writable
+]
+
+
+@pytest.mark.parametrize("seed", CAMPAIGN_REGRESSIONS)
+def test_campaign_regression(namespaces, seed):
+    program = fuzzing.draw_program(fuzzing.RandomChooser(seed))
+    fuzzing.check_program(program, *namespaces)
+    if importlib.util.find_spec("numba") is not None and fuzzing.has_loop(program):
+        fuzzing.check_native(program, namespaces[0])
 
 
 def test_every_op_and_wrapper_is_generated(namespaces):

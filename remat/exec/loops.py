@@ -42,13 +42,12 @@ def _kernel(loop):
     return loop.ready() or loop.python
 
 
-def _run_kernel(loop, kernel, peak, args):
-    """``kernel(*args)`` accounted at the body's modelled peak; the time it took counts
-    towards compiling the loop natively."""
+def _run_kernel(loop, kernel, peak, args, written=0):
+    """``kernel(*args)`` (the last ``written`` operands written by it) accounted at the body's
+    modelled peak; the time it took counts towards compiling the loop natively."""
     # (the Python kernel takes the operands as the plans would: their layout decides BLAS's
-    # rounding; a native kernel's argument types need them C-contiguous)
-    operands = args if kernel is loop.python else \
-        [native.canonical(a) if type(a) is not int else a for a in args]
+    # rounding; a native kernel's argument types need them canonical)
+    operands = args if kernel is loop.python else native.canonical_operands(args, written)
     start = time.perf_counter()
     with memory.held(peak), np.errstate(all="ignore"):
         try:
@@ -59,7 +58,7 @@ def _run_kernel(loop, kernel, peak, args):
                 e.add_note(f"(raised in a loop's body at {at})")
             raise
     if kernel is loop.python:
-        loop.observe(time.perf_counter() - start, operands)
+        loop.observe(time.perf_counter() - start, operands, written)
     return out
 
 
@@ -99,7 +98,7 @@ def _scan(args, jaxpr, num_consts, num_carry, length, reverse):
         kernel = _kernel(loop)
         if kernel is not None and length:
             out = _run_kernel(loop, kernel, _iteration_peak(jaxpr),
-                              [length, *jaxpr.consts, *args, *ys])
+                              [length, *jaxpr.consts, *args, *ys], len(ys))
             carry = [np.asarray(c, a.dtype) for c, a in zip(out, jaxpr.out_avals[:num_carry])]
         else:
             carry = _scan_steps(jaxpr, consts, carry, xs, ys, num_carry, length, reverse)

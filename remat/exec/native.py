@@ -111,11 +111,25 @@ def _load(source):
     return module.kernel
 
 
-def canonical(arg):
-    """An operand as kernels take it: rank-0 values as NumPy scalars, arrays C-contiguous (so
-    a kernel's argument types never change between calls)."""
+def canonical(arg, read_only=True):
+    """An operand as kernels take it: rank-0 values as NumPy scalars, arrays C-contiguous and,
+    unless the kernel writes them (a scan's stacked ys), read-only: so a kernel's argument
+    types never change between calls (an operand once writable and later read-only, an input
+    where an intermediate was, had no compiled signature)."""
     arg = np.asarray(arg)
-    return arg[()] if not arg.shape else np.ascontiguousarray(arg)
+    if not arg.shape:
+        return arg[()]
+    arg = np.ascontiguousarray(arg)
+    if read_only and arg.flags.writeable:
+        arg = arg.view()
+        arg.flags.writeable = False
+    return arg
+
+
+def canonical_operands(args, written):
+    """``args`` as a native kernel takes them, the last ``written`` ones written by it."""
+    inputs = len(args) - written
+    return [a if type(a) is int else canonical(a, i < inputs) for i, a in enumerate(args)]
 
 
 class Loop:
@@ -135,16 +149,16 @@ class Loop:
         self.error = error  # why it is not native (unsupported, or numba's failure)
         self.thread = None
 
-    def observe(self, seconds, args):
-        """The Python tier ran for ``seconds`` on ``args``: start compiling once hot."""
+    def observe(self, seconds, args, written=0):
+        """The Python tier ran for ``seconds`` on ``args`` (the last ``written`` ones written
+        by the kernel): start compiling once hot."""
         if self.state != "cold" or not enabled():
             return
         self.spent += seconds
         if self.spent >= HOT_SECONDS:
             self.state = "compiling"
             try:
-                types = tuple(numba.typeof(a if type(a) is int else canonical(a))
-                              for a in args)
+                types = tuple(numba.typeof(a) for a in canonical_operands(args, written))
             except ValueError as e:  # (an operand type numba does not have)
                 self.error, self.state = e.with_traceback(None), "failed"
                 return
