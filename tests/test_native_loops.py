@@ -708,6 +708,15 @@ def test_loops_read_a_constant_used_across_its_rows_from_a_transposed_copy():
         assert memory.peak_memory(compiled, *args) <= modelled
         np.testing.assert_allclose(np.asarray(remat.jit(fn)(*args)),
                                    np.asarray(fn(*args)), rtol=1e-5, atol=1e-6)
+    # a constant too large to hold twice for the loop's duration is read as it was
+    from remat.exec.loop_constants import MAX_COPY_ELEMENTS
+    n = MAX_COPY_ELEMENTS // 16 + 1
+    big = remat.ShapeDtypeStruct((16, n), np.float32)
+    h0 = remat.ShapeDtypeStruct((8, n), np.float32)
+    eqn = next(e for e in remat.make_jaxpr(lambda w, h: lax.scan(
+        lambda h, _: (jnp.tanh((h @ w.T) @ w), None), h, None, length=2)[0])(big, h0).eqns
+        if e.primitive.name == "scan")
+    assert transposed_constants(eqn.params["jaxpr"], eqn.params["num_consts"])[1] == []
 
 
 def test_results_do_not_depend_on_which_buffers_the_plans_reuse():
