@@ -313,12 +313,15 @@ custom_lin_p = Primitive("custom_lin")
 custom_lin_p.multiple_results = True
 
 
+_NO_FORWARD_MODE = "can't apply forward-mode autodiff (jvp) to a custom_vjp function."
+
+
 def _custom_lin_impl(*args, num_res, bwd, out_avals, transposable=False):
     """Evaluated forward (``linearize``'s tangent map) only when ``bwd`` is known to be a
     linear map built of primitives (a ``custom_remat``'s ``f_bwd``): then as its transpose,
     from the same residuals. A ``custom_vjp``'s ``bwd`` may be anything: as in JAX, no."""
     if not transposable:
-        raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+        raise TypeError(_NO_FORWARD_MODE)
     res = [_as_array(r) for r in args[:num_res]]
     tangents = [_as_array(t) for t in args[num_res:]]
     closed = pe.trace_to_jaxpr(lambda *cts: bwd(res, list(cts)), list(out_avals))
@@ -331,7 +334,7 @@ def _custom_lin_jvp(primals, tangents, **params):
     """Differentiating ``linearize``'s tangent map (second order): through the forward
     evaluation, the transpose of ``bwd``."""
     if not params.get("transposable"):
-        return _custom_lin_impl(*primals, **params)  # (raises, as in JAX)
+        raise TypeError(_NO_FORWARD_MODE)
     return ad.jvp_flat(lambda *args: _custom_lin_impl(*args, **params), primals, tangents)
 
 

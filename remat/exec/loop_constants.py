@@ -59,9 +59,11 @@ def transposed_constants(closed, num_consts):
         w = eqn.invars[1] if len(eqn.invars) == 2 else None
         params = form(eqn) if form is not None and (
             copyable(w) or (type(w) is Var and w in origin)) else None
-        if params is not None:  # (a copy read across its rows: the constant, in order)
-            read = origin[w][0] if origin.get(w, (None, None))[1] == (1, 0) else \
-                None if w in origin else copy(w, (1, 0))
+        if params is not None:
+            if w not in origin:
+                read = copy(w, (1, 0))
+            else:  # a copy read across its rows: the constant itself, in order
+                read = origin[w][0] if origin[w][1] == (1, 0) else None
             if read is not None:
                 eqn = JaxprEqn([x, read], eqn.outvars, eqn.primitive, params, eqn.source_info)
         eqns.append(eqn)

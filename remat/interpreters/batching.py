@@ -23,10 +23,9 @@ always_batched = set()
 # this trace's axis, ``collective_batchers[prim](axis_size, axis_name, vals, dims, **params)``
 # runs, even for unbatched operands (psum of an unbatched value multiplies it by the size).
 collective_batchers = {}
-# The axis names of the traces whose rules are running, innermost last: the axis a rule's
-# ``batch_jaxpr``/``batch_flat`` of a sub-jaxpr batches along.
-_rule_axis_names = []
-_rule_axis_sizes = []  # (beside the names: the batch size of the rule running now)
+# The axes (name, size) of the traces whose rules are running, innermost last: the axis a
+# rule's ``batch_jaxpr``/``batch_flat`` of a sub-jaxpr batches along.
+_rule_axes = []
 
 
 class BatchTracer(Tracer):
@@ -94,14 +93,12 @@ class BatchTrace(Trace):
         return self._apply_rule(primitive, rule, vals, dims, params)
 
     def _apply_rule(self, primitive, rule, vals, dims, params):
-        _rule_axis_names.append(self.axis_name)
-        _rule_axis_sizes.append(self.axis_size)
+        _rule_axes.append((self.axis_name, self.axis_size))
         try:
             with core.set_current_trace(self.parent):
                 out, out_dim = rule(vals, dims, **params)
         finally:
-            _rule_axis_names.pop()
-            _rule_axis_sizes.pop()
+            _rule_axes.pop()
         if primitive.multiple_results:
             return [self.make_tracer(v, d) for v, d in zip(out, out_dim)]
         return self.make_tracer(out, out_dim)
@@ -160,8 +157,8 @@ def axis_size_of(vals, dims):
     for x, d in zip(vals, dims):
         if d is not not_mapped:
             return core.get_aval(x).shape[d]
-    if _rule_axis_sizes:
-        return _rule_axis_sizes[-1]
+    if _rule_axes:
+        return _rule_axes[-1][1]
     raise ValueError("no batched operand")
 
 
@@ -212,14 +209,14 @@ def rule_axis_name():
     """The axis name of the batching rule running now (None outside one, or unnamed): a rule
     that defers work (a custom rule traced at differentiation time) batches it under this
     name, the deferred call running outside the rule."""
-    return _rule_axis_names[-1] if _rule_axis_names else None
+    return _rule_axes[-1][0] if _rule_axes else None
 
 
 def batch_flat(flat_fun, size, vals, dims, axis_name=None):
     """Run ``flat_fun`` batched: returns ``(out_vals, out_dims)``. Inside a rule, the axis
     is (by default) the axis of the trace whose rule runs."""
-    if axis_name is None and _rule_axis_names:
-        axis_name = _rule_axis_names[-1]
+    if axis_name is None:
+        axis_name = rule_axis_name()
     with named_axes.batch_axis_env(axis_name, size), \
             core.new_trace(BatchTrace, size, axis_name) as trace:
         ins = [v if d is not_mapped else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
@@ -230,8 +227,8 @@ def batch_flat(flat_fun, size, vals, dims, axis_name=None):
 def batch_jaxpr(closed, size, batched, instantiate, axis_name=None):
     """``closed`` batched along axis 0 of the ``batched`` inputs (see ``_batch_jaxpr``); the
     axis is named as ``batch_flat``'s."""
-    if axis_name is None and _rule_axis_names:
-        axis_name = _rule_axis_names[-1]
+    if axis_name is None:
+        axis_name = rule_axis_name()
     return _batch_jaxpr(closed, size, batched, instantiate, axis_name)
 
 
