@@ -51,42 +51,43 @@ def _emit_frees(src, indent, frees):
         src.emit(indent, f"env[{s}] = None")
 
 
-def _emit_step(src, i, step):
+def _emit_step(src, key, step, base=1):
+    """One inlined step (``key`` names its bound objects), at indentation ``base``."""
     out = step.outs[0]
-    prim = src.bind("_p", i, step.primitive)
+    prim = src.bind("_p", key, step.primitive)
     operands = []
     for k, atom in enumerate(step.ins):
         if type(atom) is int:
-            src.emit(1, f"x{k} = env[{atom}]")
+            src.emit(base, f"x{k} = env[{atom}]")
             operands.append(f"x{k}")
         else:
-            operands.append(src.bind(f"_c{i}_", k, atom[1]))
+            operands.append(src.bind(f"_c{key}_", k, atom[1]))
     args = ", ".join(operands)
-    dtype = src.bind("_dt", i, step.out_dtypes[0])
+    dtype = src.bind("_dt", key, step.out_dtypes[0])
     if step.ufunc is None:
-        _emit_general(src, 1, i, step, prim, operands, dtype)
+        _emit_general(src, base, key, step, prim, operands, dtype)
     else:
         # the default impl is this ufunc: call it directly (in place when the plan allows)
-        src.emit(1, f"if {prim}.impl is {src.bind('_d', i, step.elementwise)}:")
-        ufunc = src.bind("_u", i, step.ufunc)
-        indent = 2
+        src.emit(base, f"if {prim}.impl is {src.bind('_d', key, step.elementwise)}:")
+        ufunc = src.bind("_u", key, step.ufunc)
+        indent = base + 1
         if step.donor is not None:
             d = step.donor
-            src.emit(2, f"if {d} in owned and _donatable(env[{d}]):")
-            src.emit(3, f"o = env[{d}]")
-            src.emit(3, f"{ufunc}({args}, out=o)")
-            src.emit(3, f"env[{d}] = None")
-            src.emit(3, f"owned.discard({d})")
-            src.emit(2, "else:")
-            indent = 3
+            src.emit(base + 1, f"if {d} in owned and _donatable(env[{d}]):")
+            src.emit(base + 2, f"o = env[{d}]")
+            src.emit(base + 2, f"{ufunc}({args}, out=o)")
+            src.emit(base + 2, f"env[{d}] = None")
+            src.emit(base + 2, f"owned.discard({d})")
+            src.emit(base + 1, "else:")
+            indent = base + 2
         src.emit(indent, f"o = {ufunc}({args})")
         _emit_normalize(src, indent, dtype)
         src.emit(indent, "_track(o)")
-        src.emit(2, f"owned.add({out})")
-        src.emit(2, f"env[{out}] = o")
-        src.emit(1, "else:")
-        _emit_general(src, 2, i, step, prim, operands, dtype)
-    _emit_frees(src, 1, step.frees)
+        src.emit(base + 1, f"owned.add({out})")
+        src.emit(base + 1, f"env[{out}] = o")
+        src.emit(base, "else:")
+        _emit_general(src, base + 1, key, step, prim, operands, dtype)
+    _emit_frees(src, base, step.frees)
 
 
 def _emit_normalize(src, indent, dtype):
@@ -97,16 +98,16 @@ def _emit_normalize(src, indent, dtype):
     src.emit(indent + 1, f"o = o.astype({dtype})")
 
 
-def _emit_general(src, indent, i, step, prim, operands, dtype):
+def _emit_general(src, indent, key, step, prim, operands, dtype):
     """Any impl: its result may be one of its operands (then the run owns it only if it owns
     that operand)."""
     out = step.outs[0]
-    args = operands + ([f"**{src.bind('_k', i, step.params)}"] if step.params else [])
+    args = operands + ([f"**{src.bind('_k', key, step.params)}"] if step.params else [])
     src.emit(indent, f"o = {prim}.impl({', '.join(args)})")
     _emit_normalize(src, indent, dtype)
     if operands:
         alias = " or ".join(f"o is {x}" for x in operands)
-        src.emit(indent, f"if ({alias}) and {src.bind('_s', i, step)}._aliases_unowned("
+        src.emit(indent, f"if ({alias}) and {src.bind('_s', key, step)}._aliases_unowned("
                          f"o, [{', '.join(operands)}], owned):")
         src.emit(indent + 1, f"env[{out}] = o")
         src.emit(indent, "else:")
@@ -116,32 +117,51 @@ def _emit_general(src, indent, i, step, prim, operands, dtype):
     src.emit(indent, f"env[{out}] = o")
 
 
+def _emit_any(src, indent, i, step, sinks_here):
+    """Step ``i`` at ``indent`` (inlined, or its ``execute``), moving outputs to their sinks
+    after it when ``sinks_here``."""
+    if _inline(step):
+        _emit_step(src, i, step, indent)
+    elif type(step) is FusedStep and sinks_here:
+        name = src.bind("_s", i, step)
+        src.emit(indent, "if sinks is not None:")
+        src.emit(indent + 1, f"{name}.execute(env, owned, _plan._sink_dests({i}, {name}, sinks))")
+        src.emit(indent, "else:")
+        src.emit(indent + 1, f"{name}.execute(env, owned)")
+    else:
+        src.emit(indent, f"{src.bind('_s', i, step)}.execute(env, owned)")
+    if sinks_here:
+        _emit_sink(src, indent, i)
+
+
+def _emit_sink(src, indent, i):
+    src.emit(indent, "if sinks is not None:")
+    src.emit(indent + 1, f"_plan._sink({i}, env, owned, sinks, sunk)")
+
+
 def compile_steps(plan):
     """``run(env, owned, sinks, sunk)``: the plan's steps as one generated function (sinks,
-    when given, receive the outputs as soon as nothing later reads them)."""
+    when given, receive the outputs as soon as nothing later reads them). A native cluster's
+    steps run only where its kernel is not ready (``Cluster.run_native`` ran it otherwise)."""
     src = _Source()
     src.names.update(_ndarray=np.ndarray, _asarray=np.asarray, _track=memory.track,
                      _untrack=memory.untrack, _donatable=donatable, _plan=plan)
     src.emit(0, "def run(env, owned, sinks, sunk):")
     src.emit(1, "pass")
     first_lines = []  # the generated line each step starts on (1-based)
+    cluster_end, last = None, None
     for i, step in enumerate(plan.steps):
         first_lines.append(len(src.lines) + 1)
-        src.emit(1, f"# {i}: {step.primitive.name if type(step) is Step else 'fused'}")
-        sink_here = i in plan.sink_after
-        if _inline(step):
-            _emit_step(src, i, step)
-        elif type(step) is FusedStep and sink_here:
-            name = src.bind("_s", i, step)
-            src.emit(1, "if sinks is not None:")
-            src.emit(2, f"{name}.execute(env, owned, _plan._sink_dests({i}, {name}, sinks))")
-            src.emit(1, "else:")
-            src.emit(2, f"{name}.execute(env, owned)")
-        else:
-            src.emit(1, f"{src.bind('_s', i, step)}.execute(env, owned)")
-        if sink_here:
-            src.emit(1, "if sinks is not None:")
-            src.emit(2, f"_plan._sink({i}, env, owned, sinks, sunk)")
+        cluster = plan.clusters.get(i)
+        if cluster is not None:
+            src.emit(1, f"if not {src.bind('_n', i, cluster)}.run_native(env, owned):")
+            cluster_end, last = i + len(cluster.members), i + len(cluster.members) - 1
+        inside = cluster_end is not None and i < cluster_end
+        kind = step.primitive.name if type(step) is Step else "fused"
+        src.emit(2 if inside else 1, f"# {i}: {kind}")
+        _emit_any(src, 2 if inside else 1, i, step, i in plan.sink_after and not inside)
+        if inside and i == last and i in plan.sink_after:  # (either way, after the cluster)
+            _emit_sink(src, 1, i)
     namespace = dict(src.names)
     code = compile("\n".join(src.lines), f"<remat plan {id(plan):x}>", "exec")
     exec(code, namespace)

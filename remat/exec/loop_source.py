@@ -36,7 +36,7 @@ from remat.exec.native_rules import (
     shape_src,
 )
 from remat.exec.passes import inline_calls
-from remat.exec.peaks import IDENTITIES
+from remat.exec.steps import IDENTITIES
 from remat.interpreters import partial_eval as pe
 from remat.runtime.registry import elementwise_impls, source_forms
 
@@ -65,6 +65,8 @@ class _Kernel:
         self.reusable = frozenset()  # vars whose buffer is allocated once, before the loop
         self.memo = {}  # (lazy value, index) -> the name of its element in the current loop
         self.splits = None  # loop variable -> where to split its loop (while one is tried)
+        self.one_pass = False  # lazy values stay lazy, however many use them (see
+        # elementwise_source: its results are computed together, in one loop nest)
 
     def fresh(self):
         self.count += 1
@@ -294,7 +296,7 @@ class _Kernel:
         if value is None:
             return False
         env[out] = self.materialize(out, value) if isinstance(value, _Lazy) and \
-            uses.get(out, 0) > 1 and not value.cheap else value
+            uses.get(out, 0) > 1 and not value.cheap and not self.one_pass else value
         return True
 
     def let(self, src):
@@ -381,19 +383,26 @@ class _Kernel:
 
     def materialize(self, v, lazy, target=None, lead=""):
         """Compute a lazy value in loop nests: into ``target[lead, ...]``, else into a new
-        buffer (allocated before the kernel's loop where ``v`` is reusable); its name. The
-        loops are split where concatenations and pads change part (found by writing the
-        element once on the whole range), so that each piece reads its part directly."""
-        aval = lazy.aval
+        buffer (allocated before the kernel's loop where ``v`` is reusable); its name."""
         if target is None:
-            target = self.buffer(v, aval)
+            target = self.buffer(v, lazy.aval)
+        self.materialize_together([(lazy, target)], lead)
+        return target
+
+    def materialize_together(self, pairs, lead=""):
+        """Compute lazy values of one shape into their targets (``pairs`` of (lazy, target
+        name)) in one loop nest, each element's shared work done once. The loops are split
+        where concatenations and pads change part (found by writing the elements once on the
+        whole range), so that each piece reads its part directly."""
+        aval = pairs[0][0].aval
         if not math.prod(aval.shape):
-            return target
+            return
         names = [self.fresh() for _ in aval.shape]
         lines, memo, self.splits = self.lines, self.memo, {}
         self.lines, self.memo = [], {}
         try:  # (a trial: it only finds where to split)
-            lazy.at([Index.loop(j, 0, n - 1) for j, n in zip(names, aval.shape)])
+            for lazy, _ in pairs:
+                lazy.at([Index.loop(j, 0, n - 1) for j, n in zip(names, aval.shape)])
         finally:
             self.lines, self.memo, splits, self.splits = lines, memo, self.splits, None
         pieces = [_pieces(n, splits.get(j, ())) for j, n in zip(names, aval.shape)]
@@ -406,11 +415,16 @@ class _Kernel:
             self.memo = {}
             try:
                 idx = [Index.loop(j, lo, hi - 1) for j, (lo, hi) in zip(names, ranges)]
-                self.line(f"{target}[{lead}{', '.join(names)}] = {lazy.at(idx)}")
+                # (every element computed before any is stored: a target may be the buffer
+                # of an operand read at the same index)
+                values = [lazy.at(idx) for lazy, _ in pairs]
+                if len(values) > 1:
+                    values = [self.let(v) for v in values]
+                for value, (_, target) in zip(values, pairs):
+                    self.line(f"{target}[{lead}{', '.join(names)}] = {value}")
             finally:
                 self.memo = memo
                 self.indent -= len(names)
-        return target
 
     def split(self, index, bound):
         """Note that the loop of ``index``'s variable should split where it reaches ``bound``."""
@@ -731,6 +745,42 @@ def while_source(cond, body, cond_nconsts, body_nconsts, native):
     k.indent -= 1
     k.line(f"return ({''.join(c + ', ' for c in carry)})")
     return k.source(cconsts + bconsts + carry), k.objects
+
+
+def elementwise_source(jaxpr, donated=None):
+    """``kernel(*ins, *outs) -> scalars``: straight-line elementwise work (a plan's cluster, no
+    loop) as the native tier writes it. The array results are computed into their buffers
+    among ``outs`` (allocated by the caller, one per array result), those of one shape
+    together in one loop nest, so that no intermediate is ever an array; the rank-0 results
+    are returned, in order. ``donated``: result position -> the position of the operand it is
+    written into (read only at the index written, every element's reads before its stores);
+    that result has no buffer among ``outs``. (The operand itself, not a second view of its
+    buffer, is written: a store through another array would stop the loop's vectorization.)"""
+    _check_operands(jaxpr)
+    donated = donated or {}
+    ins = [f"x{i}" for i in range(len(jaxpr.invars))]
+    k = _Kernel((), native=True)
+    k.one_pass = True
+    values = k.body(jaxpr, ins, stored=range(len(jaxpr.outvars)))
+    outs, scalars, by_shape = [], [], {}
+    for pos, (v, value) in enumerate(zip(jaxpr.outvars, values)):
+        if not v.aval.shape:
+            scalars.append(value if v.aval.dtype == np.bool_ else
+                           f"{k.dtype(v.aval.dtype)}({value})")
+            continue
+        if pos in donated:
+            target = ins[donated[pos]]
+        else:
+            target = f"o{len(outs)}"
+            outs.append(target)
+        if isinstance(value, _Lazy):
+            by_shape.setdefault(v.aval.shape, []).append((value, target))
+        else:
+            k.line(f"{target}[...] = {value}")
+    for pairs in by_shape.values():
+        k.materialize_together(pairs)
+    k.line(f"return ({''.join(o + ', ' for o in scalars)})")
+    return k.source(ins + outs)
 
 
 class _Shape:

@@ -152,13 +152,19 @@ class Loop:
     def observe(self, seconds, args, written=0):
         """The Python tier ran for ``seconds`` on ``args`` (the last ``written`` ones written
         by the kernel): start compiling once hot."""
+        self.heat(seconds, lambda: tuple(
+            numba.typeof(a) for a in canonical_operands(args, written)))
+
+    def heat(self, seconds, types):
+        """Add ``seconds`` spent on the Python side: once hot, compile for the argument types
+        ``types()`` gives."""
         if self.state != "cold" or not enabled():
             return
         self.spent += seconds
         if self.spent >= HOT_SECONDS:
             self.state = "compiling"
             try:
-                types = tuple(numba.typeof(a) for a in canonical_operands(args, written))
+                types = types()
             except ValueError as e:  # (an operand type numba does not have)
                 self.error, self.state = e.with_traceback(None), "failed"
                 return

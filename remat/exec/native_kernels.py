@@ -91,6 +91,14 @@ def exp_value(v):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def flushed(x, tiny):
+    """``x`` with a subnormal read as a zero of its sign, as the executor's denormals-are-zero
+    mode makes NumPy's ``maximum``/``minimum`` read it (a select passes the bits unchanged).
+    Only bit operations and an ordered compare: right in either mode."""
+    return x if (x != x) | (np.abs(x) >= tiny) else np.copysign(x * 0, x)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def int_div(x, y):
     """lax's signed integer division: toward zero; ``x / 0`` is -1."""
     safe = y if y != 0 else 1

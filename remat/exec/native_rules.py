@@ -207,8 +207,18 @@ EXPRESSIONS = frozenset({*_BINARY_OPS, *_FLOAT_UNARY, *_FLOAT_BINARY, "div", "ma
 # float32 arithmetic in float32 but widens small integers, so every non-bool element is cast
 # back to the equation's dtype (a no-op where it already is).
 
-def _element_max_min(fname):
-    return lambda ctx, eqn, ins: f"{fname}({ins[0]}, {ins[1]})"
+def _element_max_min(op):
+    """NumPy's ``maximum``/``minimum`` exactly: the first operand where it wins or is NaN,
+    else the second (so of two zeros the second, which numba's ``max`` does not give), the
+    operands read as the executor's denormals-are-zero mode reads them."""
+    def rule(ctx, eqn, ins):
+        dtype = eqn.invars[0].aval.dtype
+        if dtype.kind == "f":  # (NumPy's maxps/minps read subnormals as zeros under DAZ)
+            tiny = ctx.const(np.finfo(dtype).tiny, dtype)
+            ins = [f"_k.flushed({x}, {tiny})" for x in ins]
+        a, b = ctx.let(ins[0]), ctx.let(ins[1])
+        return f"({a} if ({a} {op} {b}) | ({a} != {a}) else {b})"
+    return rule
 
 
 def _element_integer_pow(ctx, eqn, ins):
@@ -280,7 +290,7 @@ _ELEMENT_RULES = {
     **{name: _binary(op) for name, op in _BINARY_OPS.items()},
     **{name: _call(f) for name, f in {**_FLOAT_UNARY, **_FLOAT_BINARY}.items()},
     "div": _element_int("int_div", _div), "rem": _element_int("int_rem", _rem),
-    "max": _element_max_min("np.maximum"), "min": _element_max_min("np.minimum"),
+    "max": _element_max_min(">"), "min": _element_max_min("<"),
     "neg": rules["neg"], "abs": rules["abs"], "sign": rules["sign"],
     "square": lambda ctx, eqn, ins: f"({ctx.let(ins[0])} * {ctx.let(ins[0])})",
     "rsqrt": rules["rsqrt"], "logistic": _element_logistic, "tanh": _element_tanh,

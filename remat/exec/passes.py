@@ -146,9 +146,34 @@ def fold_transposes(jaxpr):
     return Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, eqns, jaxpr.debug_info)
 
 
+def fold_scalar_broadcasts(jaxpr):
+    """An elementwise equation reading a broadcast of a scalar literal (the ones, zeros and
+    halves of JAX's gradients) reads the literal instead, where another operand gives the
+    result its shape: NumPy broadcasts it for free, and the broadcast, once unused, is never
+    materialized."""
+    literal_of = {e.outvars[0]: e.invars[0] for e in jaxpr.eqns
+                  if e.primitive is registry.broadcast_primitive and type(e.invars[0]) is Literal
+                  and not e.invars[0].aval.shape}
+    if not literal_of:
+        return jaxpr
+    eqns = []
+    for eqn in jaxpr.eqns:
+        shape = eqn.outvars[0].aval.shape if len(eqn.outvars) == 1 else None
+        if eqn.primitive in registry.scalar_broadcasting and shape and any(
+                v.aval.shape == shape and v not in literal_of for v in eqn.invars
+                if type(v) is not Literal):
+            invars = [literal_of.get(v, v) if type(v) is not Literal else v
+                      for v in eqn.invars]
+            if invars != eqn.invars:
+                eqn = eqn.replace(invars=invars)
+        eqns.append(eqn)
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, eqns, jaxpr.debug_info)
+
+
 def optimize_jaxpr(jaxpr):
-    """The pass pipeline run once per jitted jaxpr: inlining, constant folding, CSE, DCE,
-    transposes folded into the products they read."""
-    jaxpr = cse_jaxpr(fold_constants(inline_calls(jaxpr)))
+    """The pass pipeline run once per jitted jaxpr: inlining, constant folding, CSE, scalar
+    broadcasts folded into their elementwise uses, DCE, transposes folded into the products
+    they read."""
+    jaxpr = fold_scalar_broadcasts(cse_jaxpr(fold_constants(inline_calls(jaxpr))))
     jaxpr, _ = pe.dce_jaxpr(jaxpr)
     return fold_transposes(jaxpr)

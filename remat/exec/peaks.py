@@ -11,10 +11,9 @@ from remat.core import ClosedJaxpr, Jaxpr
 from remat.exec.fusion import FusedStep
 from remat.exec.loop_constants import held_bytes
 from remat.exec.plan import plan_for
+from remat.exec.steps import IDENTITIES
 from remat.interpreters.partial_eval import convert_constvars_jaxpr
 
-# Primitives whose impl returns its operand(s) (output i is input i): no new buffer.
-IDENTITIES = frozenset({"optimization_barrier", "stop_gradient", "name"})
 # Primitives whose impl returns a NumPy view of its first operand: no new buffer (reshape
 # only where NumPy can reshape without a copy: decided on the operand's strides).
 _VIEWS = frozenset({"reshape", "squeeze", "transpose", "broadcast_in_dim", "slice", "rev"})

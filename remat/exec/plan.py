@@ -3,14 +3,17 @@ run on NumPy buffers with each buffer freed (and released from memory accounting
 after its last use."""
 
 import contextlib
+import time
 import weakref
 
 import numpy as np
 
 from remat import memory, source_info
 from remat.core import Literal
+from remat.exec import native
 from remat.exec.codegen import compile_steps, raising_step
 from remat.exec.fusion import FusedStep, cluster_elementwise, fuse_steps
+from remat.exec.native_clusters import native_clusters
 from remat.exec.passes import optimize_jaxpr
 from remat.exec.steps import Step, in_place_donor
 from remat.interpreters.partial_eval import convert_constvars_jaxpr
@@ -42,6 +45,7 @@ class Plan:
 
         steps = []
         slot_avals = {}
+        eqn_of = {}  # id(step) -> its equation
         for eqn, fr in zip(jaxpr.eqns, frees):
             ins = [literal(v) if type(v) is Literal else slot_of(v) for v in eqn.invars]
             outs = [slot_of(v) for v in eqn.outvars]
@@ -56,12 +60,13 @@ class Plan:
                 if donor is not None:
                     step.donor = slot_of(donor)
             steps.append(step)
+            eqn_of[id(step)] = eqn
             for v in eqn.invars + eqn.outvars:
                 if type(v) is not Literal:
                     slot_avals[slot_of(v)] = v.aval
-        self.steps = fuse_steps(steps, jaxpr.eqns, slot_avals)
         self.out_atoms = [literal(v) if type(v) is Literal else slot_of(v)
                           for v in jaxpr.outvars]
+        self.steps = fuse_steps(steps, jaxpr.eqns, slot_avals)
         self.num_slots = len(slot)
         self._generated = None  # the steps as generated code, made at the first run
         # With sinks (destinations for outputs, e.g. a scan's stacked ys), an output moves to
@@ -78,6 +83,11 @@ class Plan:
         for pos, v in enumerate(jaxpr.outvars):
             if type(v) is not Literal and slot[v] not in input_slots:
                 self.sink_after.setdefault(last_read[slot[v]], []).append(pos)
+        # runs of steps the generated code may run as one native kernel: first index -> run
+        self.clusters = native_clusters(
+            self.steps, eqn_of, slot_avals, {a for a in self.out_atoms if type(a) is int},
+            self.sink_after, set(self.in_slots))
+        self._cold = list(self.clusters.values())  # those waiting for the plan to be hot
 
     def _sink_dests(self, index, step, sinks):
         """slot -> sink for the outputs a fused step can write straight into their sinks:
@@ -138,11 +148,15 @@ class Plan:
         if memory._recorder is None and not _interpreting:
             if self._generated is None:
                 self._generated = compile_steps(self)
+            start = time.perf_counter() if self._cold else None
             try:
                 self._generated(env, owned, sinks, sunk)
             except Exception as e:
                 _name_user_line(e, self.steps, raising_step(self._generated, e))
                 raise
+            if start is not None and native.enabled():
+                seconds = time.perf_counter() - start
+                self._cold = [c for c in self._cold if c.heat(seconds)]
             return
         for index, step in enumerate(self.steps):  # a timeline is being recorded, or the
             try:                                   # interpreter was asked for

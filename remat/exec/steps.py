@@ -8,6 +8,9 @@ from remat.core import Literal
 from remat.runtime import parallel
 from remat.runtime.registry import elementwise_impls
 
+# Primitives whose impl returns its operand(s) (output i is input i): no new buffer.
+IDENTITIES = frozenset({"optimization_barrier", "stop_gradient", "name"})
+
 
 class Step:
     """One equation of a plan: its primitive run on the buffers in its input slots."""

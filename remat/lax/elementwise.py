@@ -163,6 +163,7 @@ def _register_elementwise(prim, impl):
     a ufunc impl may also write into a dying input's buffer."""
     ufunc = impl if isinstance(impl, np.ufunc) else None
     registry.elementwise_impls[prim] = (prim.impl, ufunc)
+    registry.scalar_broadcasting.add(prim)
 
 
 def _unop(name, impl, accepted):
@@ -540,7 +541,7 @@ def _select_n_impl(which, *cases):
         return cases[0]
     if which.dtype == np.bool_ and len(cases) == 2:
         false_case, true_case = cases
-        if which.size >= 1024 and which.shape == true_case.shape == false_case.shape \
+        if which.size >= 1024 and all(c.shape in (which.shape, ()) for c in cases) \
                 and true_case.dtype == false_case.dtype and true_case.dtype.itemsize in _BITS:
             return _select_bits(which, false_case, true_case)
         return np.where(which, true_case, false_case)
@@ -572,6 +573,7 @@ def _bits_of(case, bits):
 
 
 select_n_p = standard_primitive("select_n", _select_n_impl, _select_n_abstract_eval)
+registry.scalar_broadcasting.add(select_n_p)
 
 
 def _select_n_batch(vals, dims):

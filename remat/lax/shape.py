@@ -219,6 +219,7 @@ def _transpose_batch(vals, dims, permutation):
 
 batching.primitive_batchers[transpose_p] = _transpose_batch
 registry.transpose_primitive = transpose_p
+registry.broadcast_primitive = broadcast_in_dim_p
 
 
 def transpose(operand, permutation):

@@ -11,6 +11,9 @@ read by the executor's planner and passes: the primitives stay below the executo
   ``prim`` computing the transpose of ``eqn``'s result directly (a matrix product's, by
   swapping its operands), so a transpose that is its one use need not read it across its
   rows; ``transpose_primitive`` is that transpose (registered by ``remat.lax.shape``);
+- ``broadcast_primitive``: ``broadcast_in_dim`` (registered by ``remat.lax.shape``), whose
+  broadcasts of scalar constants the executor folds into the uses that take a scalar
+  operand beside full-shape ones, the ``scalar_broadcasting`` primitives;
 - ``in_order_forms[prim](eqn) -> params or None``: the params of ``eqn`` on its second operand
   transposed, when ``eqn`` reads that operand across its rows (``x @ w.T``): a loop whose
   body does so with a loop constant reads a contiguous transposed copy, made once per loop;
@@ -25,5 +28,7 @@ barrier_primitive = None  # optimization_barrier_p, registered by remat.lax.iden
 inline_rules = {}
 transposed_forms = {}
 transpose_primitive = None
+broadcast_primitive = None
+scalar_broadcasting = set()
 in_order_forms = {}
 source_forms = {}
