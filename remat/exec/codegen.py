@@ -149,18 +149,18 @@ def compile_steps(plan):
     src.emit(0, "def run(env, owned, sinks, sunk):")
     src.emit(1, "pass")
     first_lines = []  # the generated line each step starts on (1-based)
-    cluster_end, last = None, None
+    cluster_end = 0  # the index after the last step of the cluster being written
     for i, step in enumerate(plan.steps):
         first_lines.append(len(src.lines) + 1)
         cluster = plan.clusters.get(i)
         if cluster is not None:
             src.emit(1, f"if not {src.bind('_n', i, cluster)}.run_native(env, owned):")
-            cluster_end, last = i + len(cluster.members), i + len(cluster.members) - 1
-        inside = cluster_end is not None and i < cluster_end
+            cluster_end = i + len(cluster.members)
+        inside = i < cluster_end
         kind = step.primitive.name if type(step) is Step else "fused"
         src.emit(2 if inside else 1, f"# {i}: {kind}")
         _emit_any(src, 2 if inside else 1, i, step, i in plan.sink_after and not inside)
-        if inside and i == last and i in plan.sink_after:  # (either way, after the cluster)
+        if i == cluster_end - 1 and i in plan.sink_after:  # (either way, after the cluster)
             _emit_sink(src, 1, i)
     namespace = dict(src.names)
     code = compile("\n".join(src.lines), f"<remat plan {id(plan):x}>", "exec")

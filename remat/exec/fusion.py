@@ -129,16 +129,16 @@ def _window_peak(units, keep, fused):
             order, last_read = _run_reads(reads, produced)
             inputs = [v for v in order if v in dying]
             donors = pick_donors(outputs, inputs, last_read, lambda v: v.aval)
-            current += sum(_nbytes(v.aval) for v, _ in outputs if v not in donors)
+            current += sum(nbytes(v.aval) for v, _ in outputs if v not in donors)
             peak = max(peak, current)
-            current -= sum(_nbytes(v.aval) for v in inputs if v not in donors.values())
+            current -= sum(nbytes(v.aval) for v in inputs if v not in donors.values())
             continue
         (e,) = unit
         donor = in_place_donor(e, set(dying))
         if donor is None:
-            current += sum(_nbytes(v.aval) for v in e.outvars)
+            current += sum(nbytes(v.aval) for v in e.outvars)
         peak = max(peak, current)
-        current -= sum(_nbytes(v.aval) for v in dying if v is not donor)
+        current -= sum(nbytes(v.aval) for v in dying if v is not donor)
     return peak
 
 
@@ -170,8 +170,21 @@ def _run_reads(run, produced):
     return inputs, last_read
 
 
-def _nbytes(aval):
+def nbytes(aval):
     return math.prod(aval.shape) * np.dtype(aval.dtype).itemsize
+
+
+def steps_peak(members, slot_avals, inputs=frozenset()):
+    """The peak extra bytes of ``members`` (plain steps) run one by one, each into its donor's
+    buffer where it has one; the caller's ``inputs`` are neither written nor freed by a run."""
+    current = peak = 0
+    for m in members:
+        donor = m.donor if m.donor not in inputs else None
+        if donor is None:
+            current += nbytes(slot_avals[m.outs[0]])
+        peak = max(peak, current)
+        current -= sum(nbytes(slot_avals[s]) for s in m.frees if s != donor and s not in inputs)
+    return peak
 
 
 class FusedStep:
@@ -236,14 +249,8 @@ class FusedStep:
     @staticmethod
     def _keeps_peak(members, outputs, slot_avals):
         """The fused run's extra memory never exceeds the unfused run's peak extra."""
-        current = peak = 0
-        for m in members:
-            if m.donor is None:
-                current += _nbytes(slot_avals[m.outs[0]])
-            peak = max(peak, current)
-            current -= sum(_nbytes(slot_avals[s]) for s in m.frees if s != m.donor)
-        fused = sum(_nbytes(aval) for _, aval, donors in outputs if not donors)
-        return fused <= peak
+        fused = sum(nbytes(aval) for _, aval, donors in outputs if not donors)
+        return fused <= steps_peak(members, slot_avals)
 
     def execute(self, env, owned, dests=None):
         """Run the fused steps; an output with a destination in ``dests`` (slot -> array, the

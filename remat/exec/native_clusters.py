@@ -23,7 +23,7 @@ import numpy as np
 from remat import memory
 from remat.core import Jaxpr, Literal
 from remat.exec import native
-from remat.exec.fusion import _nbytes
+from remat.exec.fusion import nbytes, steps_peak
 from remat.exec.loop_source import MAX_ELEMENTS, Unsupported, elementwise_source
 from remat.exec.native_rules import index_remap
 from remat.exec.steps import Step, donatable, release
@@ -169,20 +169,12 @@ class Cluster:
         """The kernel's memory (its results not written into dying inputs, and the operands
         of broadcasts it computes first) never exceeds the steps' peak extra memory (the
         caller's inputs are neither written by the steps nor freed by the run)."""
-        current = peak = 0
-        for m in members:
-            donor = m.donor if m.donor not in inputs else None
-            if donor is None:
-                current += _nbytes(slot_avals[m.outs[0]])
-            peak = max(peak, current)
-            current -= sum(_nbytes(slot_avals[s]) for s in m.frees
-                           if s != donor and s not in inputs)
         produced = {e.outvars[0] for e in eqns}
         staged = {e.invars[0] for e in eqns if e.primitive.name == "broadcast_in_dim"
                   and e.invars[0] in produced}
-        kernel = sum(_nbytes(slot_avals[s]) for s in outs if s not in donors) + \
-            sum(_nbytes(v.aval) for v in staged)
-        return kernel <= peak
+        kernel = sum(nbytes(slot_avals[s]) for s in outs if s not in donors) + \
+            sum(nbytes(v.aval) for v in staged)
+        return kernel <= steps_peak(members, slot_avals, inputs)
 
     def _types(self):
         """The kernel's argument types: inputs read-only and C-contiguous as ``canonical``
@@ -191,8 +183,8 @@ class Cluster:
             dtype = numba.from_dtype(np.dtype(aval.dtype))
             return numba.types.Array(dtype, len(aval.shape), "C", readonly=readonly) \
                 if aval.shape else dtype
-        donors = set(self.donors.values())
-        return tuple(array(v.aval, s not in donors) for s, v in zip(self.ins, self.jaxpr.invars)) \
+        return tuple(array(v.aval, s not in self.donor_slots)
+                     for s, v in zip(self.ins, self.jaxpr.invars)) \
             + tuple(array(a, False) for s, a in zip(self.outs, self.out_avals)
                     if a.shape and s not in self.donors)
 

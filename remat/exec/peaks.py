@@ -3,12 +3,11 @@ allocates, decided step by step exactly as ``Plan.run`` holds and frees buffers 
 their base's buffer, in-place steps take over their donor's). ``Compiled.memory_analysis`` and
 loops that run outside the executor's buffers (the native tier) account with it."""
 
-import math
 
 import numpy as np
 
 from remat.core import ClosedJaxpr, Jaxpr
-from remat.exec.fusion import FusedStep
+from remat.exec.fusion import FusedStep, nbytes
 from remat.exec.loop_constants import held_bytes
 from remat.exec.plan import plan_for
 from remat.exec.steps import IDENTITIES
@@ -42,10 +41,6 @@ def _view_of(step, operand):
         return np.reshape(operand, step.params["new_sizes"], copy=False)
     except ValueError:
         return None
-
-
-def nbytes(aval):
-    return math.prod(aval.shape) * aval.dtype.itemsize
 
 
 def sub_jaxprs(params):
