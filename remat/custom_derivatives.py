@@ -412,6 +412,31 @@ ad.primitive_jvps[custom_vjp_call_p] = _custom_vjp_call_jvp
 batching.primitive_batchers[custom_vjp_call_p] = _custom_vjp_call_batch
 
 
+def _custom_lin_batch(vals, dims, num_res, bwd, out_avals, transposable=False):
+    """A batched ``custom_lin`` (``vmap`` of a tangent map, or of a jvp transposed later): its
+    operands batched along axis 0, its ``bwd`` run batched on them."""
+    size = batching.axis_size_of(vals, dims)
+    vals = [batching.bdim_at_front(v, d, size) for v, d in zip(vals, dims)]
+    axis_name = batching.rule_axis_name()  # (``bwd`` runs later, outside this rule)
+
+    def batched_bwd(res, cts):
+        def flat(*rc):
+            return list(bwd(list(rc[:num_res]), list(rc[num_res:])))
+
+        outs, out_dims = batching.batch_flat(flat, size, list(res) + list(cts),
+                                             [0] * (num_res + len(cts)), axis_name)
+        return [batching.bdim_at_front(o, d, size) for o, d in zip(outs, out_dims)]
+
+    batched_bwd.symbolic_zeros = False  # the batched cotangents are instantiated
+    batched_avals = tuple(a.update(shape=(size, *a.shape)) for a in out_avals)
+    outs = custom_lin_p.bind(*vals, num_res=num_res, bwd=batched_bwd, out_avals=batched_avals,
+                             transposable=transposable)
+    return outs, [0] * len(outs)
+
+
+batching.primitive_batchers[custom_lin_p] = _custom_lin_batch
+
+
 class custom_vjp(_CustomDerivative):
     """Decorate ``fun`` with a custom VJP: ``defvjp(fwd, bwd)`` where
     ``fwd(*args) -> (out, residuals)`` and ``bwd(residuals, ct) -> tuple of input cts``."""

@@ -193,6 +193,7 @@ CAMPAIGN_REGRESSIONS = [
     64431,  # jit(lambda: axis_index("i"))() with no operands in a named vmap
     67542,  # an integer constant's float0 cotangent in a checkpointed scan's transpose
     68729,  # a native kernel called with a read-only operand where it was compiled writable
+    73034,  # vmap of linearize's tangent map through a custom_remat split (custom_lin batched)
 ]
 
 
