@@ -132,6 +132,38 @@ def test_relu_gradient_chain_takes_the_dying_inputs_buffer(native_loops, rng):
     assert memory.peak_memory(jitted, w, b, x) <= steps
 
 
+def test_a_large_update_is_one_pass_over_its_fused_steps(native_loops, rng):
+    """An SGD update ``p - 0.01 * g`` of a dying gradient too large for a tiny-array kernel:
+    the plan's fused step (two passes of tiles) becomes one native pass, written into the
+    gradient's buffer, the peak no higher than the steps'."""
+    from remat.exec.fusion import FusedStep
+    p, x = rng.standard_normal((2, 300, 400)).astype(np.float32)
+
+    def update(p, x):
+        return p - 0.01 * jnp.cumsum(x, axis=1)
+    assert _check(native_loops, update, p, x) == 1
+    plan, [cluster] = _clusters(update, p, x)
+    start = next(i for i, c in plan.clusters.items())
+    assert type(plan.steps[start]) is FusedStep and cluster.span == 1
+    assert [m.primitive.name for m in cluster.members] == ["mul", "sub"]
+    assert cluster.donors  # (into the cumulative sum's, which dies there)
+    jitted = remat.jit(update)
+    with config.override("remat_native_loops", False):
+        steps = memory.peak_memory(jitted, p, x)
+    assert memory.peak_memory(jitted, p, x) <= steps
+
+
+def test_two_steps_form_a_cluster_only_on_large_arrays(native_loops, rng):
+    """One call costs more than two NumPy passes over a small array: a pair of steps is a
+    cluster only from ``MIN_PAIR_ELEMENTS`` on."""
+    def fn(a, b):
+        return a * b - b
+    for n, want in ((64, 0), (native_clusters.MIN_PAIR_ELEMENTS, 1)):
+        a, b = rng.standard_normal((2, n)).astype(np.float32)
+        assert len(_clusters(fn, a, b)[1]) == want
+        _check(native_loops, fn, a, b, expect_cluster=bool(want))
+
+
 def test_scalar_broadcasts_are_read_as_scalars(rng):
     """A select between broadcast constants (``maximum``'s gradient) reads the constants:
     no broadcast is materialized."""
@@ -190,7 +222,7 @@ _BIN = [lax.add, lax.sub, lax.mul, lax.div, lax.max, lax.min,
 def _programs(draw):
     steps = draw(st.lists(st.tuples(st.booleans(), st.integers(0, 7), st.integers(0, 50),
                                     st.integers(0, 50)), min_size=3, max_size=12))
-    rows = draw(st.sampled_from([1, 3, 8]))
+    rows = draw(st.sampled_from([1, 3, 8, 1700]))  # (1700 rows: fused steps, in clusters)
     return steps, rows, draw(st.integers(0, 2 ** 31 - 1))
 
 

@@ -155,7 +155,7 @@ def compile_steps(plan):
         cluster = plan.clusters.get(i)
         if cluster is not None:
             src.emit(1, f"if not {src.bind('_n', i, cluster)}.run_native(env, owned):")
-            cluster_end = i + len(cluster.members)
+            cluster_end = i + cluster.span
         inside = i < cluster_end
         kind = step.primitive.name if type(step) is Step else "fused"
         src.emit(2 if inside else 1, f"# {i}: {kind}")

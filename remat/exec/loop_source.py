@@ -38,9 +38,13 @@ from remat.exec.native_rules import (
 from remat.exec.passes import inline_calls
 from remat.exec.steps import IDENTITIES
 from remat.interpreters import partial_eval as pe
+from remat.runtime.parallel import MIN_SPLIT_ELEMENTS
 from remat.runtime.registry import elementwise_impls, source_forms
 
 MAX_ELEMENTS = 1 << 16  # the largest value of a native body (larger work runs the executor)
+# the largest value of a plan's native cluster: one pass on one thread beats NumPy's passes up
+# to the size the executor splits across its workers
+CLUSTER_MAX_ELEMENTS = MIN_SPLIT_ELEMENTS - 1
 
 
 class Unsupported(Exception):
@@ -67,6 +71,7 @@ class _Kernel:
         self.splits = None  # loop variable -> where to split its loop (while one is tried)
         self.one_pass = False  # lazy values stay lazy, however many use them (see
         # elementwise_source: its results are computed together, in one loop nest)
+        self.max_elements = MAX_ELEMENTS
 
     def fresh(self):
         self.count += 1
@@ -184,7 +189,8 @@ class _Kernel:
             if rule is None:
                 raise Unsupported(name)
             for v in (*eqn.invars, *eqn.outvars):
-                if v.aval.dtype not in NATIVE_DTYPES or math.prod(v.aval.shape) > MAX_ELEMENTS:
+                if v.aval.dtype not in NATIVE_DTYPES or \
+                        math.prod(v.aval.shape) > self.max_elements:
                     raise Unsupported(f"{name} on {v.aval.str_short()}")
             if not self.native and name in IDENTITIES:  # (its outputs are its operands: a
                 # loop-invariant one stays invariant, and work on it is hoisted)
@@ -694,11 +700,11 @@ class _Kernel:
         return "\n".join([f"def kernel({', '.join(params)}):"] + self.preamble + self.lines) + "\n"
 
 
-def _check_operands(*jaxprs):
+def _check_operands(*jaxprs, max_elements=MAX_ELEMENTS):
     """A kernel's operands and results have types it computes on (no float0, no big arrays)."""
     for jaxpr in jaxprs:
         for v in (*jaxpr.invars, *jaxpr.outvars):
-            if v.aval.dtype not in NATIVE_DTYPES or math.prod(v.aval.shape) > MAX_ELEMENTS:
+            if v.aval.dtype not in NATIVE_DTYPES or math.prod(v.aval.shape) > max_elements:
                 raise Unsupported(f"an operand of type {v.aval.str_short()}")
 
 
@@ -756,11 +762,12 @@ def elementwise_source(jaxpr, donated=None):
     written into (read only at the index written, every element's reads before its stores);
     that result has no buffer among ``outs``. (The operand itself, not a second view of its
     buffer, is written: a store through another array would stop the loop's vectorization.)"""
-    _check_operands(jaxpr)
+    _check_operands(jaxpr, max_elements=CLUSTER_MAX_ELEMENTS)
     donated = donated or {}
     ins = [f"x{i}" for i in range(len(jaxpr.invars))]
     k = _Kernel((), native=True)
     k.one_pass = True
+    k.max_elements = CLUSTER_MAX_ELEMENTS
     values = k.body(jaxpr, ins, stored=range(len(jaxpr.outvars)))
     outs, scalars, by_shape = [], [], {}
     for pos, (v, value) in enumerate(zip(jaxpr.outvars, values)):

@@ -23,8 +23,8 @@ import numpy as np
 from remat import memory
 from remat.core import Jaxpr, Literal
 from remat.exec import native
-from remat.exec.fusion import nbytes, steps_peak
-from remat.exec.loop_source import MAX_ELEMENTS, Unsupported, elementwise_source
+from remat.exec.fusion import FusedStep, nbytes, steps_peak
+from remat.exec.loop_source import CLUSTER_MAX_ELEMENTS, Unsupported, elementwise_source
 from remat.exec.native_rules import index_remap
 from remat.exec.steps import Step, donatable, release
 
@@ -34,6 +34,7 @@ except ImportError:
     numba = None
 
 MIN_COMPUTING = 3  # fewer steps cost less than the kernel's call (about 5 us on tiny arrays)
+MIN_PAIR_ELEMENTS = 1 << 15  # from this size two steps (one pass saved) pay for the call
 
 # elementwise primitives whose numba element form rounds exactly as their NumPy impl
 _EXACT = frozenset({"add", "sub", "mul", "neg", "max", "min", "eq", "ne", "lt", "le", "gt",
@@ -54,8 +55,8 @@ def _exact_conversion(old, new):
 def _eligible(eqn):
     name = eqn.primitive.name
     avals = [v.aval for v in (*eqn.invars, *eqn.outvars)]
-    if len(eqn.outvars) != 1 or any(a.dtype not in _DTYPES or math.prod(a.shape) > MAX_ELEMENTS
-                                    for a in avals):
+    if len(eqn.outvars) != 1 or any(a.dtype not in _DTYPES or
+                                    math.prod(a.shape) > CLUSTER_MAX_ELEMENTS for a in avals):
         return False
     if any(type(v) is Literal and v.aval.shape for v in eqn.invars):
         return False
@@ -70,26 +71,31 @@ def _eligible(eqn):
 
 
 def native_clusters(steps, eqn_of, slot_avals, outputs, sink_after, inputs):
-    """First index -> Cluster, for each run of consecutive eligible ``steps`` (at least
-    ``MIN_COMPUTING`` that compute; none but the last moving an output to a sink).
-    ``eqn_of`` maps id(step) to its equation, ``outputs`` and ``inputs`` are the plan's
-    output and input slots, ``sink_after`` its sinks by step. Without numba, none."""
+    """First index -> Cluster, for each run of consecutive ``steps`` (plain or fused) whose
+    equations are all eligible, and enough work to pay for a call (``_pays``); none but the
+    last step moves an output to a sink. ``eqn_of`` maps id(step) to its equation,
+    ``outputs`` and ``inputs`` are the plan's output and input slots, ``sink_after`` its
+    sinks by step. Without numba, none."""
     clusters = {}
     if numba is None:
         return clusters
-    run = []
+    run, first = [], 0  # the run's plain steps (a fused step's members), its first index
 
     def close(stop):
-        computing = [m for m in run if eqn_of[id(m)].primitive.name not in _REMAPS]
-        cluster = Cluster.build(list(run), eqn_of, slot_avals, outputs, inputs) \
-            if len(computing) >= MIN_COMPUTING else None
-        if cluster is not None:
-            clusters[stop - len(run)] = cluster
+        if run and _pays(run, eqn_of, slot_avals):
+            cluster = Cluster.build(list(run), stop - first, eqn_of, slot_avals, outputs,
+                                    inputs)
+            if cluster is not None:
+                clusters[first] = cluster
         run.clear()
 
     for i, step in enumerate(steps):
-        if type(step) is Step and id(step) in eqn_of and _eligible(eqn_of[id(step)]):
-            run.append(step)
+        members = step.members if type(step) is FusedStep else [step]
+        if all(type(m) is Step and id(m) in eqn_of and _eligible(eqn_of[id(m)])
+               for m in members):
+            if not run:
+                first = i
+            run.extend(members)
             if i in sink_after:  # (a sink ends a run)
                 close(i + 1)
             continue
@@ -98,15 +104,26 @@ def native_clusters(steps, eqn_of, slot_avals, outputs, sink_after, inputs):
     return clusters
 
 
+def _pays(members, eqn_of, slot_avals):
+    """Enough computing steps that one call costs less than the steps: three, or two on
+    arrays large enough that the pass saved outweighs the call."""
+    computing = [m for m in members if eqn_of[id(m)].primitive.name not in _REMAPS]
+    if len(computing) >= MIN_COMPUTING:
+        return True
+    return len(computing) == 2 and max(
+        math.prod(slot_avals[m.outs[0]].shape) for m in computing) >= MIN_PAIR_ELEMENTS
+
+
 class Cluster:
     """Consecutive elementwise steps of a plan, run by one native kernel once it is compiled
     (see the module docstring); until then the generated plan runs the steps themselves."""
 
-    __slots__ = ("members", "impls", "jaxpr", "ins", "outs", "frees", "out_avals", "donors",
-                 "donor_slots", "loop")
+    __slots__ = ("members", "span", "impls", "jaxpr", "ins", "outs", "frees", "out_avals",
+                 "donors", "donor_slots", "loop")
 
-    def __init__(self, members, jaxpr, ins, outs, frees, out_avals, donors):
-        self.members = members
+    def __init__(self, members, span, jaxpr, ins, outs, frees, out_avals, donors):
+        self.members = members  # the plain steps (a fused step's, in its place)
+        self.span = span  # how many of the plan's steps it stands for
         self.impls = [m.primitive.impl for m in members]  # (an impl replaced later, e.g. by
         # a test's counter, must see every call: the steps run then)
         self.jaxpr = jaxpr  # the cluster's equations: external inputs -> values read after
@@ -119,7 +136,7 @@ class Cluster:
         self.loop = None  # its native.Loop, made when the plan is hot
 
     @classmethod
-    def build(cls, members, eqn_of, slot_avals, outputs, inputs):
+    def build(cls, members, span, eqn_of, slot_avals, outputs, inputs):
         eqns = [eqn_of[id(m)] for m in members]
         produced = {m.outs[0]: e.outvars[0] for m, e in zip(members, eqns)}
         freed = {s for m in members for s in m.frees}
@@ -143,8 +160,8 @@ class Cluster:
         if not cls._keeps_peak(members, eqns, outs, donors, slot_avals, inputs):
             return None
         jaxpr = Jaxpr([], invars, [produced[s] for s in outs], eqns)
-        return cls(members, jaxpr, ins, outs, sorted(freed), [slot_avals[s] for s in outs],
-                   donors)
+        return cls(members, span, jaxpr, ins, outs, sorted(freed),
+                   [slot_avals[s] for s in outs], donors)
 
     @staticmethod
     def _donors(outs, dying, slot_avals):
