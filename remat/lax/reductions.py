@@ -14,6 +14,7 @@ from remat import core, dtypes, lax
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
 from remat.lax.standard import ANY, NUMBER, check_dtype, standard_primitive
+from remat.runtime import registry
 
 __all__ = [
     "argmax",
@@ -168,6 +169,22 @@ reduce_xor_p = standard_primitive(
     "reduce_xor", _reduce_impl(lambda x, axes: np.bitwise_xor.reduce(x, axis=axes),
                                lambda d: False if d.kind == "b" else 0),
     _logical_abstract_eval)
+
+_SUMMED_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
+
+
+def _reduce_sum_source(eqn, ins):
+    """A sum of a non-empty array into an array: the impl's own NumPy call (a loop kernel's
+    shapes are known when it is written; the impl checks them at every call)."""
+    x, out = eqn.invars[0].aval, eqn.outvars[0].aval
+    if eqn.primitive.impl is not _sum_impl or not out.shape or not x.size or \
+            x.dtype not in _SUMMED_DTYPES:
+        return None
+    return f"np.add.reduce({ins[0]}, axis={tuple(eqn.params['axes'])}, dtype=np.{x.dtype.name})"
+
+
+_sum_impl = reduce_sum_p.impl
+registry.source_forms[reduce_sum_p] = _reduce_sum_source
 
 for _p in (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, reduce_and_p, reduce_or_p,
            reduce_xor_p):
