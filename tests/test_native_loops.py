@@ -539,7 +539,7 @@ def test_python_tier_writes_concatenated_slices_as_one_gather(axis):
     (backward,) = [k for k in kernels if "xs0" in k.source_lines[0]]
     lines = forward.source_lines
     loop_at = next(i for i, line in enumerate(lines) if line.strip().startswith("for it"))
-    gathered = re.compile(r"\[(:, )*g[0-9]+\]")
+    gathered = re.compile(r"f[0-9]+\(\w+, g[0-9]+, [0-9]+, g[0-9]+\)")
     assert sum(bool(gathered.search(line)) for line in lines) == 5  # the two rolls, the
     # strided pair, the partial pair, the invariant pair (hoisted before the loop)
     assert any(gathered.search(line) for line in lines[:loop_at])
@@ -551,6 +551,26 @@ def test_python_tier_writes_concatenated_slices_as_one_gather(axis):
                for a in adds) == 2, adds
     assert sum(bool(re.fullmatch(r"t[0-9]+\[(:, )*g[0-9]+\] \+= t[0-9]+\[(:, )*g[0-9]+\]", a))
                for a in adds) == 1, adds
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_python_tier_gather_has_the_concatenations_layout(order):
+    """A gather of slices along a later axis is laid out as the plans' concatenation (C order
+    for a C-order array; ``x[:, index]`` puts the indexed axis outermost), so a sum over it and
+    the next axis adds in the interpreter's order, bit for bit (``_new_python_kernels``)."""
+    x0 = np.random.default_rng(0).standard_normal((64, 2, 3))
+    x0 = np.asfortranarray(x0) if order == "F" else x0
+
+    def body(x, _):
+        y = lax.concatenate([x[:, 1:], x[:, :1]], 1)
+        return x, jnp.sum(y, axis=(1, 2))
+
+    def f(x):
+        x = x if order == "C" else jnp.transpose(jnp.transpose(x) * 1.0)
+        return lax.scan(body, x, None, length=2)[1]
+
+    (kernel,) = _new_python_kernels(remat.jit(f), x0)
+    assert not any("[:, g" in line for line in kernel.source_lines)
 
 
 def test_python_tier_writes_small_matrix_products_as_the_impls_matmul():

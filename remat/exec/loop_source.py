@@ -269,9 +269,11 @@ class _Kernel:
         """A concatenation of slices of one array (a ``roll``, a stencil's shifts) as one
         indexing by a constant index array: one NumPy call instead of one per slice and the
         concatenation (before the loop when the array is invariant)."""
-        src, index, axis = found
+        src, index, axis, taken = found
         x = read(src)
-        expr = f"{x}[{':, ' * axis}{self.name_object('g', index)}]"
+        slices = tuple((slice(None),) * axis + (slice(*t),) for t in taken)
+        expr = f"{self.name_object('f', _gathered)}({x}, " \
+               f"{self.name_object('g', index)}, {axis}, {self.name_object('g', slices)})"
         if x in self.invariant:
             self.hoist(lambda ctx, e, ins: [expr], eqn, [], env)
             return
@@ -881,8 +883,22 @@ def _concatenated_slices(jaxpr):
         taken = [_taken(part, axis) for part in parts]
         if None not in taken:
             found[eqn] = (parts[0].invars[0], np.concatenate([np.arange(*t) for t in taken]),
-                          axis)
+                          axis, tuple(taken))
     return found
+
+
+def _gathered(x, index, axis, slices):
+    """The slices of ``x`` along ``axis`` (``slices``: each one's index tuple) concatenated,
+    in the layout the plans' ``np.concatenate`` gives them (it follows its operands' strides;
+    a later sum's or product's rounding depends on it): for a C-contiguous ``x``, C order, so
+    one ``np.take`` (always C order; ``x[:, index]`` is not: advanced indexing after a slice
+    puts the indexed axis outermost in memory); else the slices concatenated, as the plans
+    do."""
+    if type(x) is not np.ndarray:
+        x = np.asarray(getattr(x, "_buf", x))
+    if x.flags.c_contiguous:
+        return np.take(x, index, axis=axis)
+    return np.concatenate([x[s] for s in slices], axis=axis)
 
 
 def _padded_slices(jaxpr, uses, consumer):
