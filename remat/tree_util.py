@@ -141,6 +141,7 @@ class PyTreeRegistry:
 
 
 default_registry = PyTreeRegistry()
+_registered = default_registry._nodes  # (read directly on the hot path: flattening)
 
 
 def _is_namedtuple_type(t):
@@ -314,13 +315,16 @@ class PyTreeDef:
     def __init__(self, node_type, node_data, children):
         self._type = node_type  # None for a leaf
         self._data = node_data
-        self._kids = _ChildDefs(children)
-        if node_type is None:
-            self.num_leaves, self.num_nodes = 1, 1
-        else:
-            self.num_leaves = sum(c.num_leaves for c in self._kids)
-            self.num_nodes = 1 + sum(c.num_nodes for c in self._kids)
+        self._kids = kids = _ChildDefs(children)
         self._hash = None
+        if node_type is None:
+            self.num_leaves = self.num_nodes = 1
+            return
+        leaves, nodes = 0, 1  # (one loop: every jitted call builds its arguments' treedef)
+        for c in kids:
+            leaves += c.num_leaves
+            nodes += c.num_nodes
+        self.num_leaves, self.num_nodes = leaves, nodes
 
     @property
     def children(self):
@@ -459,10 +463,13 @@ def _flatten(tree, is_leaf, leaves):
     if is_leaf is not None and is_leaf(tree):
         leaves.append(tree)
         return _LEAF
-    t, node = default_registry.node_type(tree)
+    t = type(tree)
+    node = _registered.get(t)
     if node is None:
-        leaves.append(tree)
-        return _LEAF
+        if not (issubclass(t, tuple) and hasattr(t, "_fields")):  # (a leaf: not a namedtuple)
+            leaves.append(tree)
+            return _LEAF
+        node = _namedtuple_node(t)
     children, data = node.flatten(tree)
     return PyTreeDef(t, data, [_flatten(c, is_leaf, leaves) for c in children])
 
