@@ -48,12 +48,18 @@ def test_stacked_outputs_reuse_freed_memory_from_call_to_call():
 
 @glibc
 def test_tuning_is_off_with_the_environment_variable():
+    """The variable also leaves NumPy's huge-page advice as NumPy set it; remat's tuning turns
+    it off, unless the user chose it with ``NUMPY_MADVISE_HUGEPAGE``."""
     code = ("import remat, remat.numpy as jnp\n"
             "from remat.runtime import allocator\n"
             "remat.jit(lambda x: x + 1)(jnp.ones(3))\n"
-            "print(allocator._tuned)\n")
-    for value, want in (("0", "False"), ("1", "True")):
-        env = dict(os.environ, REMAT_MALLOC_TUNING=value)
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                             text=True, check=True).stdout.split()
-        assert out[-1] == want
+            "print(allocator._tuned, allocator._set_numpy_hugepages(False))\n")
+    base = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    for extra, want in (({"REMAT_MALLOC_TUNING": "0", "NUMPY_MADVISE_HUGEPAGE": "1"},
+                         ["False", "True"]),
+                        ({"REMAT_MALLOC_TUNING": "1"}, ["True", "False"]),
+                        ({"REMAT_MALLOC_TUNING": "1", "NUMPY_MADVISE_HUGEPAGE": "1"},
+                         ["True", "True"])):
+        out = subprocess.run([sys.executable, "-c", code], env={**base, **extra},
+                             capture_output=True, text=True, check=True).stdout.split()
+        assert out[-2:] == want, extra

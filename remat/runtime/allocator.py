@@ -8,14 +8,24 @@ after each backward pass, were handed back, and the next call faulted every page
 5,500 page faults a call, 20 ms of its 270. On its first run remat sets the thresholds once
 for the process: blocks up to 32 MiB come from the heap, and up to 256 MiB of freed memory
 stays there for reuse (remat's memory accounting counts live buffers, not the process's
-resident memory, and is unchanged). ``REMAT_MALLOC_TUNING=0`` leaves the allocator as it is;
-on other C libraries nothing changes.
+resident memory, and is unchanged).
+
+NumPy asks the kernel for transparent huge pages for every array of 4 MiB or more
+(``madvise(MADV_HUGEPAGE)``). Where the kernel's THP defrag mode is ``madvise`` (common), each
+such first touch may stall in memory compaction: a GRU's first call spent 160-300 ms of system
+time faulting its 144 MiB of residual stacks in as huge pages, 45 ms as small ones, and warm
+calls (which reuse the heap's memory) ran the same either way. So remat turns NumPy's advice
+off too, unless the user chose it with NumPy's own ``NUMPY_MADVISE_HUGEPAGE``.
+
+``REMAT_MALLOC_TUNING=0`` leaves both as they are; on other C libraries nothing changes.
 """
 
 import ctypes
 import ctypes.util
 import os
 import platform
+
+import numpy as np
 
 MMAP_THRESHOLD = 32 << 20  # blocks from the heap up to this size (glibc's own maximum)
 TRIM_THRESHOLD = 256 << 20  # freed memory kept at the top of the heap up to this much
@@ -42,5 +52,15 @@ def _set_thresholds():
     except (OSError, AttributeError, TypeError):
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    if "NUMPY_MADVISE_HUGEPAGE" not in os.environ:
+        _set_numpy_hugepages(False)
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and \
         bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+def _set_numpy_hugepages(enabled):
+    """NumPy's huge-page advice for its large arrays (``NUMPY_MADVISE_HUGEPAGE`` at runtime);
+    whether it was on before (None where this NumPy has no such switch)."""
+    setter = getattr(getattr(getattr(np, "_core", None), "multiarray", None),
+                     "_set_madvise_hugepage", None)
+    return None if setter is None else setter(enabled)
