@@ -357,7 +357,7 @@ class JittedFunction:
     def _run_donating(self, call_jaxpr, consts, flat_args, donated):
         """Run the plan eagerly, handing the donated Arrays' buffers over to it: they are
         freed at their last use (or reused for outputs) and the Arrays are deleted."""
-        bufs, given = [], []
+        bufs, given, borrowed = [], [], []
         for i, x in enumerate(flat_args):
             if i in donated and type(x) is Array and not x.is_deleted():
                 buf = x.delete()
@@ -367,10 +367,13 @@ class JittedFunction:
                 given.append(len(consts) + i)
             else:
                 bufs.append(core.to_numpy(x, core.get_aval(x)))
+                if type(x) is not Array:  # (the user's: a result must not alias it)
+                    borrowed.append(bufs[-1])
         const_bufs = [core.to_numpy(c, core.get_aval(c)) for c in consts]
         with np.errstate(all="ignore"):  # as every other run (see core.ignore_fp_errors)
             outs = exec.plan_for(call_jaxpr.jaxpr).run(const_bufs + bufs, donated=given)
-        return [core.make_array(o, a) for o, a in zip(outs, call_jaxpr.out_avals)]
+        return [core.make_array(core.unborrowed(o, borrowed), a)
+                for o, a in zip(outs, call_jaxpr.out_avals)]
 
     # --- the ahead-of-time API -------------------------------------------------------------
 

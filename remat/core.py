@@ -217,6 +217,7 @@ class EvalTrace(Trace):
         try:
             bufs = []
             avals = []
+            borrowed = []
             for x in args:
                 if type(x) is _array_type:
                     bufs.append(x._buf)
@@ -228,13 +229,17 @@ class EvalTrace(Trace):
                     if not isinstance(aval, ShapedArray):  # a mutable array: see ref_eval
                         return ref_eval(self, primitive, args, params)
                     avals.append(aval)
-                    bufs.append(np.array(x, dtype=aval.dtype))  # copy: arrays are immutable
+                    if type(x) is np.ndarray and x.dtype == aval.dtype:
+                        borrowed.append(x)  # (read, never written: see unborrowed)
+                        bufs.append(x)
+                    else:
+                        bufs.append(np.array(x, dtype=aval.dtype))
             out_aval = abstract_eval(primitive, avals, params)
             out = primitive.impl(*bufs, **params)
             if primitive.multiple_results:
-                out = [make_array(o, a) for o, a in zip(out, out_aval)]
+                out = [make_array(unborrowed(o, borrowed), a) for o, a in zip(out, out_aval)]
             else:
-                out = make_array(out, out_aval)
+                out = make_array(unborrowed(out, borrowed), out_aval)
         finally:
             restore_fp_errors(quiet)
         if memory._recorder is not None:
@@ -264,6 +269,17 @@ def abstract_eval(primitive, avals, params):
                        f"in {where.function})")
             e._remat_noted = True
         raise
+
+
+def unborrowed(buf, borrowed):
+    """``buf``, or a copy where it may share memory with one of the ``borrowed`` NumPy arrays.
+    The user's NumPy arguments are read in place, not copied, at every call (an RNN's 8 MiB of
+    inputs was copied at every step); a result is an immutable Array, so one that is, or views,
+    such an argument (an identity, a reshape) gets its own copy: the user may write theirs."""
+    if borrowed and type(buf) is np.ndarray and \
+            any(np.may_share_memory(buf, b) for b in borrowed):
+        return buf.copy()
+    return buf
 
 
 def make_array(buf, aval):
