@@ -271,9 +271,12 @@ class _Kernel:
         concatenation (before the loop when the array is invariant)."""
         src, index, axis, taken = found
         x = read(src)
-        slices = tuple((slice(None),) * axis + (slice(*t),) for t in taken)
-        expr = f"{self.name_object('f', _gathered)}({x}, " \
-               f"{self.name_object('g', index)}, {axis}, {self.name_object('g', slices)})"
+        if len(src.aval.shape) == 1:  # (one layout only: indexed in place)
+            expr = f"{x}[{self.name_object('g', index)}]"
+        else:
+            slices = tuple((slice(None),) * axis + (slice(*t),) for t in taken)
+            expr = f"{self.name_object('f', _gathered)}({x}, {self.name_object('g', index)}, " \
+                   f"{axis}, {self.name_object('g', slices)})"
         if x in self.invariant:
             self.hoist(lambda ctx, e, ins: [expr], eqn, [], env)
             return
