@@ -276,10 +276,12 @@ def unborrowed(buf, borrowed):
     The user's NumPy arguments are read in place, not copied, at every call (an RNN's 8 MiB of
     inputs was copied at every step); a result is an immutable Array, so one that is, or views,
     such an argument (an identity, a reshape) gets its own copy: the user may write theirs."""
-    if borrowed and type(buf) is np.ndarray and \
-            any(np.may_share_memory(buf, b) for b in borrowed):
-        return buf.copy()
-    return buf
+    if not borrowed or type(buf) is not np.ndarray:
+        return buf
+    if buf.base is None:  # (a buffer of its own: one of theirs, or none of theirs)
+        return buf.copy() if any(buf is b for b in borrowed) else buf
+    owner = memory.owner(buf)
+    return buf.copy() if any(owner is memory.owner(b) for b in borrowed) else buf
 
 
 def make_array(buf, aval):

@@ -29,7 +29,8 @@ _host = 0  # bytes of offloaded buffers (memory-mapped files), outside the worki
 _lock = threading.Lock()
 
 
-def _owner(buf):
+def owner(buf):
+    """The ndarray owning the memory ``buf`` views (``buf`` itself when it owns it)."""
     base = buf
     while isinstance(base.base, np.ndarray):
         base = base.base
@@ -40,14 +41,14 @@ def track(buf):
     """Count ``buf`` (an ndarray) as held by one more holder. Memory-mapped buffers (offloaded
     residuals) count as host bytes, not live working memory."""
     global _live, _peak, _host
-    owner = buf if buf.base is None else _owner(buf)
+    base = buf if buf.base is None else owner(buf)
     with _lock:
-        entry = _owners.get(id(owner))
+        entry = _owners.get(id(base))
         if entry is None:
-            nbytes = owner.nbytes
-            is_host = isinstance(owner, np.memmap)
+            nbytes = base.nbytes
+            is_host = isinstance(base, np.memmap)
             # (holding the owner keeps its id from being reused while the entry stands)
-            _owners[id(owner)] = [1, nbytes, is_host, owner]
+            _owners[id(base)] = [1, nbytes, is_host, base]
             if is_host:
                 _host += nbytes
             else:
@@ -61,7 +62,7 @@ def track(buf):
 def untrack(buf):
     """One holder of ``buf`` let go of it; the bytes are freed when the last one does."""
     global _live, _host
-    key = id(buf if buf.base is None else _owner(buf))
+    key = id(buf if buf.base is None else owner(buf))
     with _lock:
         entry = _owners[key]
         entry[0] -= 1
@@ -75,7 +76,7 @@ def untrack(buf):
 
 def holders(buf):
     """How many holders the memory of ``buf`` has (0 when untracked)."""
-    entry = _owners.get(id(buf if buf.base is None else _owner(buf)))
+    entry = _owners.get(id(buf if buf.base is None else owner(buf)))
     return 0 if entry is None else entry[0]
 
 
