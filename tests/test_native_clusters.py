@@ -153,6 +153,27 @@ def test_a_large_update_is_one_pass_over_its_fused_steps(native_loops, rng):
     assert memory.peak_memory(jitted, p, x) <= steps
 
 
+def test_clusters_never_raise_a_measured_peak(native_loops, rng):
+    """The gradient of a masked softmax (attention's): the steps' broadcast of the mask is a
+    NumPy view (no memory) read again by the backward pass; a kernel materializing it, or
+    judged against steps that counted it, would hold more memory than the steps did."""
+    s = rng.standard_normal((4, 96, 96)).astype(np.float32)
+    mask = np.tril(np.ones((96, 96), bool))
+
+    def loss(s, mask):
+        logits = jnp.where(mask, s / 4.9, -1e9)
+        p = remat.nn.softmax(logits, axis=-1)
+        return jnp.sum(p * p)
+    grad = remat.jit(remat.grad(loss))
+    with config.override("remat_native_loops", False):
+        grad(s, mask)
+        steps = memory.peak_memory(grad, s, mask)
+    grad(s, mask)
+    assert _clusters(remat.grad(loss), s, mask)[1]
+    assert memory.peak_memory(grad, s, mask) <= steps
+    _check(native_loops, remat.grad(loss), s, mask)
+
+
 def test_two_steps_form_a_cluster_only_on_large_arrays(native_loops, rng):
     """One call costs more than two NumPy passes over a small array: a pair of steps is a
     cluster only from ``MIN_PAIR_ELEMENTS`` on."""

@@ -14,7 +14,7 @@ import numpy as np
 
 from remat import memory
 from remat.core import Jaxpr, Literal
-from remat.exec.steps import donatable, in_place_donor, release
+from remat.exec.steps import IDENTITIES, VIEWS, donatable, in_place_donor, release
 from remat.runtime import parallel
 from remat.runtime.registry import elementwise_impls
 
@@ -174,16 +174,32 @@ def nbytes(aval):
     return math.prod(aval.shape) * np.dtype(aval.dtype).itemsize
 
 
-def steps_peak(members, slot_avals, inputs=frozenset()):
-    """The peak extra bytes of ``members`` (plain steps) run one by one, each into its donor's
-    buffer where it has one; the caller's ``inputs`` are neither written nor freed by a run."""
+def steps_peak(steps, slot_avals, inputs=frozenset()):
+    """A lower bound of the peak extra bytes of ``steps`` (plain or fused) run one by one:
+    each output written into its donor's buffer where it has one (a fused step's intermediates
+    live in its tiles), views and identities costing nothing, and a freed slot's bytes released
+    at once (though a view of it may hold them longer). The caller's ``inputs`` are neither
+    written nor freed by a run. (What replaces the steps must take no more than this.)"""
     current = peak = 0
-    for m in members:
-        donor = m.donor if m.donor not in inputs else None
-        if donor is None:
-            current += nbytes(slot_avals[m.outs[0]])
+    allocated = {}  # slot -> the bytes the run allocated for it
+    for step in steps:
+        if type(step) is FusedStep:
+            donated = {d[0] for _, _, d in step.outputs if d and d[0] not in inputs}
+            for slot, aval, d in step.outputs:
+                if not d or d[0] in inputs:
+                    allocated[slot] = nbytes(aval)
+                    current += allocated[slot]
+        elif step.primitive.name in VIEWS or step.primitive.name in IDENTITIES:
+            donated = set()
+            allocated.update((slot, 0) for slot in step.outs)
+        else:
+            donated = {step.donor} - set(inputs) - {None}
+            if not donated:
+                allocated[step.outs[0]] = nbytes(slot_avals[step.outs[0]])
+                current += allocated[step.outs[0]]
         peak = max(peak, current)
-        current -= sum(nbytes(slot_avals[s]) for s in m.frees if s != donor and s not in inputs)
+        current -= sum(allocated.get(s, nbytes(slot_avals[s])) for s in step.frees
+                       if s not in donated and s not in inputs)
     return peak
 
 

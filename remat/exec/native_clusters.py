@@ -26,7 +26,7 @@ from remat.exec import native
 from remat.exec.fusion import FusedStep, nbytes, steps_peak
 from remat.exec.loop_source import CLUSTER_MAX_ELEMENTS, Unsupported, elementwise_source
 from remat.exec.native_rules import index_remap
-from remat.exec.steps import Step, donatable, release
+from remat.exec.steps import IDENTITIES, VIEWS, Step, donatable, release
 
 try:
     import numba
@@ -41,7 +41,6 @@ _EXACT = frozenset({"add", "sub", "mul", "neg", "max", "min", "eq", "ne", "lt", 
                     "ge", "select_n", "and", "or", "xor", "not", "square", "copy", "copy_p",
                     "stop_gradient"})
 _FLOAT_ONLY = frozenset({"div", "abs"})  # (integer forms differ at edge cases)
-_REMAPS = frozenset({"broadcast_in_dim", "reshape", "squeeze", "transpose", "rev", "slice"})
 _DTYPES = frozenset(np.dtype(t) for t in (np.bool_, np.int32, np.int64, np.float32,
                                           np.float64))
 
@@ -61,7 +60,7 @@ def _eligible(eqn):
     if any(type(v) is Literal and v.aval.shape for v in eqn.invars):
         return False
     out = eqn.outvars[0].aval
-    if name in _REMAPS:  # (a reshape only where it merely adds or drops unit axes)
+    if name in VIEWS:  # (a reshape only where it merely adds or drops unit axes)
         return index_remap(eqn) is not None
     if name == "convert_element_type":
         return _exact_conversion(eqn.invars[0].aval.dtype, out.dtype)
@@ -83,8 +82,8 @@ def native_clusters(steps, eqn_of, slot_avals, outputs, sink_after, inputs):
 
     def close(stop):
         if run and _pays(run, eqn_of, slot_avals):
-            cluster = Cluster.build(list(run), stop - first, eqn_of, slot_avals, outputs,
-                                    inputs)
+            cluster = Cluster.build(list(run), steps[first:stop], eqn_of, slot_avals,
+                                    outputs, inputs)
             if cluster is not None:
                 clusters[first] = cluster
         run.clear()
@@ -107,7 +106,7 @@ def native_clusters(steps, eqn_of, slot_avals, outputs, sink_after, inputs):
 def _pays(members, eqn_of, slot_avals):
     """Enough computing steps that one call costs less than the steps: three, or two on
     arrays large enough that the pass saved outweighs the call."""
-    computing = [m for m in members if eqn_of[id(m)].primitive.name not in _REMAPS]
+    computing = [m for m in members if eqn_of[id(m)].primitive.name not in VIEWS]
     if len(computing) >= MIN_COMPUTING:
         return True
     return len(computing) == 2 and max(
@@ -136,7 +135,9 @@ class Cluster:
         self.loop = None  # its native.Loop, made when the plan is hot
 
     @classmethod
-    def build(cls, members, span, eqn_of, slot_avals, outputs, inputs):
+    def build(cls, members, spanned, eqn_of, slot_avals, outputs, inputs):
+        """The cluster of ``members`` (the plain steps of the plan's ``spanned`` steps), or
+        None where it would have no results or could raise the peak."""
         eqns = [eqn_of[id(m)] for m in members]
         produced = {m.outs[0]: e.outvars[0] for m, e in zip(members, eqns)}
         freed = {s for m in members for s in m.frees}
@@ -146,21 +147,23 @@ class Cluster:
                 if type(s) is int and s not in produced and s not in ins:
                     ins.append(s)
                     invars.append(v)
-                if type(s) is int and e.primitive.name in _REMAPS:
+                if type(s) is int and e.primitive.name in VIEWS:
                     remapped.add(s)  # (an input read at other indices than written)
         outs = [s for s in produced if s not in freed or s in outputs]
-        if not outs:
-            return None
+        if not outs or any(eqn_of[id(m)].primitive.name in VIEWS | IDENTITIES
+                           for m in members if m.outs[0] in outs):
+            return None  # (a view the steps return costs nothing; the kernel's would, for as
+            # long as it is read after the cluster)
         # a donor is read only at the index written: never through a remap, and no remap
         # reads a value computed in the cluster (which might have read it)
         donors = {} if remapped & set(produced) else cls._donors(
             outs, [s for s in ins if s in freed and s not in remapped and s not in outputs
                    and s not in inputs],  # (the caller's inputs are not the run's to write)
             slot_avals)
-        if not cls._keeps_peak(members, eqns, outs, donors, slot_avals, inputs):
+        if not cls._keeps_peak(spanned, eqns, outs, donors, slot_avals, inputs):
             return None
         jaxpr = Jaxpr([], invars, [produced[s] for s in outs], eqns)
-        return cls(members, span, jaxpr, ins, outs, sorted(freed),
+        return cls(members, len(spanned), jaxpr, ins, outs, sorted(freed),
                    [slot_avals[s] for s in outs], donors)
 
     @staticmethod
@@ -182,16 +185,17 @@ class Cluster:
         return donors
 
     @staticmethod
-    def _keeps_peak(members, eqns, outs, donors, slot_avals, inputs):
+    def _keeps_peak(spanned, eqns, outs, donors, slot_avals, inputs):
         """The kernel's memory (its results not written into dying inputs, and the operands
-        of broadcasts it computes first) never exceeds the steps' peak extra memory (the
-        caller's inputs are neither written by the steps nor freed by the run)."""
+        of broadcasts it computes first) never exceeds the spanned steps' peak extra memory,
+        a fused step's as it runs (the caller's inputs are neither written by the steps nor
+        freed by the run)."""
         produced = {e.outvars[0] for e in eqns}
         staged = {e.invars[0] for e in eqns if e.primitive.name == "broadcast_in_dim"
                   and e.invars[0] in produced}
         kernel = sum(nbytes(slot_avals[s]) for s in outs if s not in donors) + \
             sum(nbytes(v.aval) for v in staged)
-        return kernel <= steps_peak(members, slot_avals, inputs)
+        return kernel <= steps_peak(spanned, slot_avals, inputs)
 
     def _types(self):
         """The kernel's argument types: inputs read-only and C-contiguous as ``canonical``

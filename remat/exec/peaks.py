@@ -10,12 +10,8 @@ from remat.core import ClosedJaxpr, Jaxpr
 from remat.exec.fusion import FusedStep, nbytes
 from remat.exec.loop_constants import held_bytes
 from remat.exec.plan import plan_for
-from remat.exec.steps import IDENTITIES
+from remat.exec.steps import IDENTITIES, VIEWS
 from remat.interpreters.partial_eval import convert_constvars_jaxpr
-
-# Primitives whose impl returns a NumPy view of its first operand: no new buffer (reshape
-# only where NumPy can reshape without a copy: decided on the operand's strides).
-_VIEWS = frozenset({"reshape", "squeeze", "transpose", "broadcast_in_dim", "slice", "rev"})
 
 
 def stand_in(shape, strides=None):
@@ -137,7 +133,7 @@ def _step_outputs(buffers, step):
                 buffers.external(out)
         return
     src = step.ins[0] if step.ins else None
-    if name in _VIEWS:
+    if name in VIEWS:  # (a reshape's copy decided on the operand's strides)
         if type(src) is not int:  # a view of a literal: the literal's bytes, now tracked
             value = np.asarray(src[1])
             view = _view_of(step, value)  # of the literal itself (small, and really there)

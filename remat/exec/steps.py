@@ -10,6 +10,9 @@ from remat.runtime.registry import elementwise_impls
 
 # Primitives whose impl returns its operand(s) (output i is input i): no new buffer.
 IDENTITIES = frozenset({"optimization_barrier", "stop_gradient", "name"})
+# Primitives whose impl returns a NumPy view of its first operand: no new buffer (a reshape
+# copies only where NumPy cannot reshape in place).
+VIEWS = frozenset({"reshape", "squeeze", "transpose", "broadcast_in_dim", "slice", "rev"})
 
 
 class Step:
