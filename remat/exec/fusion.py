@@ -193,7 +193,8 @@ def steps_peak(steps, slot_avals, inputs=frozenset()):
             donated = set()
             allocated.update((slot, 0) for slot in step.outs)
         else:
-            donated = {step.donor} - set(inputs) - {None}
+            donated = {step.donor} if step.donor is not None and step.donor not in inputs \
+                else set()
             if not donated:
                 allocated[step.outs[0]] = nbytes(slot_avals[step.outs[0]])
                 current += allocated[step.outs[0]]
