@@ -14,7 +14,7 @@ import numpy as np
 
 from remat import memory
 from remat.core import Jaxpr, Literal
-from remat.exec.steps import IDENTITIES, VIEWS, donatable, in_place_donor, release
+from remat.exec.steps import BUFFERLESS, donatable, in_place_donor, release
 from remat.runtime import parallel
 from remat.runtime.registry import elementwise_impls
 
@@ -189,7 +189,7 @@ def steps_peak(steps, slot_avals, inputs=frozenset()):
                 if not d or d[0] in inputs:
                     allocated[slot] = nbytes(aval)
                     current += allocated[slot]
-        elif step.primitive.name in VIEWS or step.primitive.name in IDENTITIES:
+        elif step.primitive.name in BUFFERLESS:
             donated = set()
             allocated.update((slot, 0) for slot in step.outs)
         else:

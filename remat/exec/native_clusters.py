@@ -26,7 +26,7 @@ from remat.exec import native
 from remat.exec.fusion import FusedStep, nbytes, steps_peak
 from remat.exec.loop_source import CLUSTER_MAX_ELEMENTS, Unsupported, elementwise_source
 from remat.exec.native_rules import index_remap
-from remat.exec.steps import IDENTITIES, VIEWS, Step, donatable, release
+from remat.exec.steps import BUFFERLESS, VIEWS, Step, donatable, release
 
 try:
     import numba
@@ -150,8 +150,8 @@ class Cluster:
                 if type(s) is int and e.primitive.name in VIEWS:
                     remapped.add(s)  # (an input read at other indices than written)
         outs = [s for s in produced if s not in freed or s in outputs]
-        if not outs or any(eqn_of[id(m)].primitive.name in VIEWS | IDENTITIES
-                           for m in members if m.outs[0] in outs):
+        if not outs or any(e.primitive.name in BUFFERLESS
+                           for m, e in zip(members, eqns) if m.outs[0] in outs):
             return None  # (a view the steps return costs nothing; the kernel's would, for as
             # long as it is read after the cluster)
         # a donor is read only at the index written: never through a remap, and no remap
@@ -160,7 +160,8 @@ class Cluster:
             outs, [s for s in ins if s in freed and s not in remapped and s not in outputs
                    and s not in inputs],  # (the caller's inputs are not the run's to write)
             slot_avals)
-        if not cls._keeps_peak(spanned, eqns, outs, donors, slot_avals, inputs):
+        if not cls._keeps_peak(spanned, eqns, set(produced.values()), outs, donors,
+                               slot_avals, inputs):
             return None
         jaxpr = Jaxpr([], invars, [produced[s] for s in outs], eqns)
         return cls(members, len(spanned), jaxpr, ins, outs, sorted(freed),
@@ -185,12 +186,11 @@ class Cluster:
         return donors
 
     @staticmethod
-    def _keeps_peak(spanned, eqns, outs, donors, slot_avals, inputs):
+    def _keeps_peak(spanned, eqns, produced, outs, donors, slot_avals, inputs):
         """The kernel's memory (its results not written into dying inputs, and the operands
         of broadcasts it computes first) never exceeds the spanned steps' peak extra memory,
         a fused step's as it runs (the caller's inputs are neither written by the steps nor
         freed by the run)."""
-        produced = {e.outvars[0] for e in eqns}
         staged = {e.invars[0] for e in eqns if e.primitive.name == "broadcast_in_dim"
                   and e.invars[0] in produced}
         kernel = sum(nbytes(slot_avals[s]) for s in outs if s not in donors) + \

@@ -13,6 +13,7 @@ IDENTITIES = frozenset({"optimization_barrier", "stop_gradient", "name"})
 # Primitives whose impl returns a NumPy view of its first operand: no new buffer (a reshape
 # copies only where NumPy cannot reshape in place).
 VIEWS = frozenset({"reshape", "squeeze", "transpose", "broadcast_in_dim", "slice", "rev"})
+BUFFERLESS = IDENTITIES | VIEWS  # results that hold no buffer of their own
 
 
 class Step:
