@@ -66,7 +66,7 @@ class Plan:
                     slot_avals[slot_of(v)] = v.aval
         self.out_atoms = [literal(v) if type(v) is Literal else slot_of(v)
                           for v in jaxpr.outvars]
-        self.steps = fuse_steps(steps, jaxpr.eqns, slot_avals)
+        self.steps = fuse_steps(steps, jaxpr.eqns, slot_avals, set(self.in_slots))
         self.num_slots = len(slot)
         self._generated = None  # the steps as generated code, made at the first run
         # With sinks (destinations for outputs, e.g. a scan's stacked ys), an output moves to
