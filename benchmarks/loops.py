@@ -1,6 +1,7 @@
 """Loops of small operations, where an interpreter loses: the warm step of ``value_and_grad``
 through ``lax.scan`` (float32), remat vs JAX from the same model source, timed in interleaved
-rounds, with the NumPy floor (the same computation hand-written) where it is cheap to write.
+rounds, with the NumPy floor: the same computation written by hand in NumPy
+(``loops_numpy.py``), the speed the generated-Python tier can at best reach.
 
     python benchmarks/loops.py [--repeat 5] [--only ode,rnn,gru,mlp]
 
@@ -23,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import loops_numpy  # noqa: E402
 from harness import systems  # noqa: E402
 
 F32 = np.float32
@@ -85,7 +87,7 @@ def rnn(lib, jnp, cell="tanh", t=1000, b=32, h=128, i=64, checkpointed=False):
 def mlp_sgd(lib, jnp, steps=200, batch=128):
     rng = np.random.default_rng(0)
     sizes = [784, 512, 512, 10]
-    params = [(rng.standard_normal((m, n)).astype(F32) / np.sqrt(m), np.zeros(n, F32))
+    params = [((rng.standard_normal((m, n)) / np.sqrt(m)).astype(F32), np.zeros(n, F32))
               for m, n in zip(sizes[:-1], sizes[1:])]
     x = rng.standard_normal((batch, 784)).astype(F32)
     y = np.eye(10, dtype=F32)[rng.integers(0, 10, batch)]
@@ -112,6 +114,13 @@ def mlp_sgd(lib, jnp, steps=200, batch=128):
     return run, (params, x, y)
 
 
+FLOORS = {  # the hand-written NumPy version of each workload, on the same arguments
+    "ode": loops_numpy.lorenz96,
+    "rnn": lambda **k: loops_numpy.rnn("tanh", **k),
+    "gru": lambda **k: loops_numpy.rnn("gru", **k),
+    "mlp": lambda **k: loops_numpy.mlp_sgd(),
+}
+
 WORKLOADS = {
     "ode": ("Lorenz-96 RK4, 2,000 steps", lorenz96),
     "rnn": ("tanh RNN T=1000 B=32 H=128", lambda lib, jnp, **k: rnn(lib, jnp, "tanh", **k)),
@@ -134,6 +143,29 @@ def _tier(fn, native):
     def run(*args):
         with remat.config.override("remat_native_loops", native):
             return fn(*args)
+    return run
+
+
+def _floor(fn, threaded):
+    """A NumPy floor run as remat's plans and XLA's code run: subnormals flushed to zero
+    (NumPy alone does not, and an RNN's cotangents decay into them: every operation on one is
+    about a hundred times slower, 164 instead of 55 ms for the tanh RNN), BLAS on its own
+    threads (``threaded``) or on one."""
+    from remat.runtime import denormals, parallel
+
+    blas = parallel.find_blas_threads()
+
+    def run(*args):
+        saved_fenv = denormals.flush()
+        saved_threads = blas.get() if blas is not None else None
+        if blas is not None and not threaded:
+            blas.set(1)
+        try:
+            return fn(*args)
+        finally:
+            if saved_threads is not None:
+                blas.set(saved_threads)
+            denormals.restore(saved_fenv)
     return run
 
 
@@ -164,6 +196,10 @@ def main(argv=None):
                             _block(run(*fn_args))
                         native.wait()
                     cases.append((title + suffix, system, run, fn_args, first))
+                if name == "remat":  # the floor: the faster of BLAS on one thread or its own
+                    for threaded in (False, True):
+                        cases.append((title + suffix, f"numpy{'+' * threaded}",
+                                      _floor(FLOORS[key](**kw), threaded), fn_args, None))
     times = {(c[0], c[1]): [] for c in cases}
     for _ in range(args.repeat):  # interleaved rounds
         for label, name, fn, fn_args, _ in cases:
@@ -172,15 +208,18 @@ def main(argv=None):
             times[(label, name)].append(time.perf_counter() - start)
     first = {(c[0], c[1]): c[4] for c in cases}
     ms = {key: statistics.median(t) * 1e3 for key, t in times.items()}
+    for label in dict.fromkeys(c[0] for c in cases):
+        ms[(label, "numpy")] = min(ms.pop((label, "numpy")), ms.pop((label, "numpy+")))
     has_jax = "jax" in found
-    header = f"{'workload':38s} {'python ms':>9s} {'native ms':>9s}" + (
+    header = f"{'workload':38s} {'numpy ms':>8s} {'python ms':>9s} {'py/np':>6s} " \
+             f"{'native ms':>9s}" + (
         f" {'jax ms':>7s} {'py/jax':>7s} {'nat/jax':>7s} {'1st s':>6s} {'1st jax':>7s}"
         if has_jax else "")
     print(header)
     print("-" * len(header))
     for label in dict.fromkeys(c[0] for c in cases):
-        py, nat = ms[(label, "remat")], ms[(label, "native")]
-        line = f"{label:38s} {py:9.1f} {nat:9.1f}"
+        py, nat, floor = ms[(label, "remat")], ms[(label, "native")], ms[(label, "numpy")]
+        line = f"{label:38s} {floor:8.1f} {py:9.1f} {py / floor:6.2f} {nat:9.1f}"
         if has_jax:
             jx = ms[(label, "jax")]
             line += f" {jx:7.1f} {py / jx:7.2f} {nat / jx:7.2f} {first[(label, 'remat')]:6.2f}" \

@@ -85,7 +85,7 @@ class _BlasThreads:
             set_(n)
 
 
-def _find_blas_threads():
+def find_blas_threads():
     """The thread counts of the OpenBLAS libraries NumPy and SciPy use, or None."""
     setters = [s for s in map(_thread_setters, _openblas_paths()) if s is not None]
     return _BlasThreads(setters) if setters else None
@@ -160,7 +160,7 @@ def _enter(outermost):
         if s.depth > 1:
             return
         if s.blas is ...:
-            s.blas = _find_blas_threads()
+            s.blas = find_blas_threads()
             allocator.tune()
         s.workers = s.requested if s.blas is not None else 1
         if s.workers > 1:
