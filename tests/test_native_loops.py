@@ -668,6 +668,35 @@ def test_python_tier_slice_adds_keep_the_pads_zero_additions():
                                   [False, True, False, False])
 
 
+def test_python_tier_adds_a_pad_used_by_several_adds_into_each_accumulator():
+    """A GRU's gradient: the slices of ``x @ wx`` and ``h @ wh`` a gate reads share their
+    cotangent, one zero pad read by both products' sums of pads. Each sum is one buffer of
+    zeros with its pieces added in (the shared piece computed once), never the padded copies
+    and their full-size adds; bit for bit the interpreter's, with -0.0 and pieces that
+    overlap."""
+    def body(h, x):
+        gx, gh = x @ jnp.ones((4, 6), np.float32), h @ jnp.full((4, 6), 0.5, np.float32)
+        shared = jnp.tanh(gx[:, :2] + gh[:, :2])  # read by both products' cotangents
+        over = jnp.sin(gx[:, 1:4] * gh[:, 1:4])  # overlaps shared's part
+        return shared.sum(1, keepdims=True) * over[:, :1] + h * gx[:, 4:5] - gh[:, 2:], None
+
+    def loss(h, xs):
+        return jnp.sum(lax.scan(body, h, xs)[0] ** 2)
+
+    rng = np.random.default_rng(3)
+    h0 = rng.standard_normal((3, 4)).astype(np.float32)
+    xs = rng.standard_normal((5, 3, 4)).astype(np.float32)
+    xs[0, 0] = -0.0
+    h0[1] = 0.0
+    kernels = _new_python_kernels(remat.jit(remat.grad(loss, argnums=(0, 1))), h0, xs)
+    (backward,) = [k for k in kernels if "xs1" in k.source_lines[0]]
+    lines = [line.strip() for line in backward.source_lines]
+    assert sum("np.zeros((3, 6)" in line for line in lines) == 2, lines
+    assert not any("np.full((3, 6" in line for line in lines), lines  # (no padded copies)
+    assert sum(bool(re.fullmatch(r"t[0-9]+\[0:3, [0-9]+:[0-9]+\] \+= .+", line))
+               for line in lines) >= 4, lines
+
+
 def test_loops_read_a_constant_used_across_its_rows_from_a_transposed_copy():
     """``h @ w.T`` with ``w`` a loop constant (a dense layer's gradient) reads a contiguous
     copy of ``w.T`` made once per loop, in scans and while loops, on the plans and both loop

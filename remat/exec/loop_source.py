@@ -135,12 +135,13 @@ class _Kernel:
 
     def _write(self, jaxpr, ins, stored, carried):
         env = dict(zip(jaxpr.invars, ins))
-        uses, consumer = {}, {}
+        uses, consumer, added = {}, {}, {}  # added: how many of a var's uses are adds
         for eqn in jaxpr.eqns:
             for v in eqn.invars:
                 if type(v) is not Literal:
                     uses[v] = uses.get(v, 0) + 1
                     consumer[v] = eqn
+                    added[v] = added.get(v, 0) + (eqn.primitive.name == "add")
         for k, v in enumerate(jaxpr.outvars):
             if type(v) is not Literal:  # never inlined nor updated in place (a stored
                 # output of the native tier may stay lazy: it is computed into its store)
@@ -149,6 +150,7 @@ class _Kernel:
         fresh = set()  # vars holding a new array no other var sees
         done = set()  # equations already written with an earlier one
         pads = {}  # var -> (source, index) of a deferred zero pad
+        pad_uses = {}  # deferred pad -> how many of its adds are still to come
         gathers = {}  # concatenate eqn -> (array var, index, axis): one gather of its slices
         pieces = {}  # zero pad -> (its slice eqn, axis), when it is a piece of a slice-add
         pending = {}  # accumulator name -> the slice-adds into it not written yet
@@ -171,6 +173,7 @@ class _Kernel:
                 return self.const(np.asarray(v.val)[()], v.aval.dtype)
             if v in pads:  # a pad some other use needs after all: materialize it
                 src, index, _ = pads.pop(v)
+                del pad_uses[v]
                 env[v] = self.bind(f"np.zeros({v.aval.shape}, {self.dtype(v.aval.dtype)})")
                 self.line(f"{env[v]}{index} = {src}")
             if isinstance(env[v], _Lazy):  # an array some equation needs: compute it
@@ -200,17 +203,24 @@ class _Kernel:
             if self.native and out is not None and name not in self.control_flow and \
                     not pe.has_effects(eqn) and self.fused(eqn, env, read, uses, consumer, done):
                 continue
-            if name == "pad" and uses.get(out) == 1 and consumer[out].primitive.name == "add" \
-                    and _zero_pad(eqn):
+            if name == "pad" and uses.get(out) and added.get(out) == uses[out] \
+                    and _zero_pad(eqn):  # (every use an add: e.g. a gate's slice of two
+                # products' cotangents, each assembled from its pieces)
                 if eqn in pieces:  # (its slice, not written: read here as a view)
                     sliced, axis = pieces[eqn]
                     src = read(sliced.invars[0])
                     pads[out] = (rules["slice"](self, sliced, [src])[0], _pad_index(eqn),
                                  _piece(src, sliced, axis, eqn))
                 else:
-                    pads[out] = (read(eqn.invars[0]), _pad_index(eqn), None)
+                    src = read(eqn.invars[0])
+                    if uses[out] > 1 and not src.isidentifier():  # (computed once)
+                        src = self.bind(src)
+                    pads[out] = (src, _pad_index(eqn), None)
+                pad_uses[out] = uses[out]
                 continue
-            if name == "add" and any(v in pads for v in eqn.invars) and out.aval.shape:
+            if name == "add" and any(v in pads for v in eqn.invars) and out.aval.shape and \
+                    all(type(v) is not Literal and v.aval.shape == out.aval.shape
+                        for v in eqn.invars):
                 base = next((v for v in eqn.invars if v not in pads), None)
                 if base is None:
                     acc = self.bind(f"np.zeros({out.aval.shape}, {self.dtype(out.aval.dtype)})")
@@ -223,7 +233,10 @@ class _Kernel:
                     acc = self.bind(f"{read(base)} + {self.const(0, out.aval.dtype)}")
                 for v in eqn.invars:
                     if v in pads:  # (slice-adds of one array in a row are written as one)
-                        pending.setdefault(acc, []).append(pads.pop(v))
+                        pending.setdefault(acc, []).append(pads[v])
+                        pad_uses[v] -= 1
+                        if not pad_uses[v]:
+                            del pads[v], pad_uses[v]
                 env[out] = acc
                 fresh.add(out)
                 normalized.add(out)
