@@ -9,7 +9,8 @@ import gc
 
 import numpy as np
 
-from remat import core, devices, dtypes, memory
+from remat import core, devices, dtypes
+from remat.runtime import memory
 
 
 class _ArrayMeta(type):

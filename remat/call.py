@@ -10,7 +10,7 @@ import weakref
 
 import numpy as np
 
-from remat import core, exec, memory, stages
+from remat import core, exec, stages
 from remat.api_util import (
     TraceCache,
     abstract_leaves,
@@ -30,7 +30,7 @@ from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Primitive, Tracer, Var
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
 from remat.offload import offload_p, staged_with_reloads
-from remat.runtime import registry
+from remat.runtime import memory, registry
 from remat.tree_util import tree_flatten, tree_unflatten
 
 jit_p = Primitive("jit")

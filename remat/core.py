@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 
-from remat import dtypes, memory, source_info
+from remat import dtypes, source_info
 from remat.errors import (
     ConcretizationTypeError,
     TracerArrayConversionError,
@@ -21,6 +21,7 @@ from remat.errors import (
     TracerIntegerConversionError,
     UnexpectedTracerError,
 )
+from remat.runtime import memory
 
 # --- abstract values -------------------------------------------------------------------------
 

@@ -18,8 +18,9 @@ import warnings
 
 import numpy as np
 
-from remat import distributed, memory
+from remat import distributed
 from remat.config import config
+from remat.runtime import memory
 from remat.tree_util import tree_map
 from remat.version import __version__
 

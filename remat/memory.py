@@ -1,206 +1,37 @@
-"""Live-bytes accounting of every buffer remat holds.
+"""remat's memory, as a user sees it: the live bytes of every buffer remat holds
+(``live_bytes``, ``peak_bytes``, ``peak_memory(f, *args)``, ``memory_timeline``; the accounting
+itself is ``remat.runtime.memory``, below everything that allocates), plots of timelines, and
+the memory/time trade-off of rematerialization, measured: ``tradeoff(fun, *args)`` runs
+``jit(grad(fun))`` under the built-in policies and ``auto_remat`` at a sweep of budgets, and
+records each one's measured peak and step time; ``plot_tradeoff`` draws them, with the Pareto
+front, as a PNG."""
 
-Arrays (and, under ``jit``, the executor's buffers) register the NumPy buffer they hold and
-release it when they die. A buffer is counted once however many views of it are held: the
-count is keyed by the ndarray that owns the memory, and lasts while any holder of any of its
-views lives. ``live_bytes()`` and the high-water mark ``peak_bytes()`` are therefore exact
-for everything remat allocates.
-"""
 
-import contextlib
-import gc
-import importlib
-import math
-import os
-import threading
+import statistics
+import time
+from typing import NamedTuple
 
 import numpy as np
 
-from remat import source_info
-from remat.errors import OutOfMemoryError
-
-_owners = {}  # id(owning ndarray) -> [number of holders, nbytes, is_host, the ndarray]
-_live = 0
-_peak = 0
-_host = 0  # bytes of offloaded buffers (memory-mapped files), outside the working set
-# Calls run concurrently from the user's threads and share input buffers: every update of the
-# counts holds this lock (an update lost to a race would leave a holder count wrong for good,
-# and a later buffer given the same id would then go uncounted).
-_lock = threading.Lock()
-
-
-def owner(buf):
-    """The ndarray owning the memory ``buf`` views (``buf`` itself when it owns it)."""
-    base = buf
-    while isinstance(base.base, np.ndarray):
-        base = base.base
-    return base
-
-
-def track(buf):
-    """Count ``buf`` (an ndarray) as held by one more holder. Memory-mapped buffers (offloaded
-    residuals) count as host bytes, not live working memory."""
-    global _live, _peak, _host
-    base = buf if buf.base is None else owner(buf)
-    with _lock:
-        entry = _owners.get(id(base))
-        if entry is None:
-            nbytes = base.nbytes
-            is_host = isinstance(base, np.memmap)
-            # (holding the owner keeps its id from being reused while the entry stands)
-            _owners[id(base)] = [1, nbytes, is_host, base]
-            if is_host:
-                _host += nbytes
-            else:
-                _live += nbytes
-                if _live > _peak:
-                    _peak = _live
-        else:
-            entry[0] += 1
-
-
-def untrack(buf):
-    """One holder of ``buf`` let go of it; the bytes are freed when the last one does."""
-    global _live, _host
-    key = id(buf if buf.base is None else owner(buf))
-    with _lock:
-        entry = _owners[key]
-        entry[0] -= 1
-        if entry[0] == 0:
-            del _owners[key]
-            if entry[2]:
-                _host -= entry[1]
-            else:
-                _live -= entry[1]
-
-
-def holders(buf):
-    """How many holders the memory of ``buf`` has (0 when untracked)."""
-    entry = _owners.get(id(buf if buf.base is None else owner(buf)))
-    return 0 if entry is None else entry[0]
-
-
-@contextlib.contextmanager
-def held(nbytes):
-    """``nbytes`` counted live inside: work whose buffers remat does not hold one by one (a
-    native loop's iteration), accounted once at its modelled peak."""
-    global _live, _peak
-    with _lock:
-        _live += nbytes
-        _peak = max(_peak, _live)
-    try:
-        yield
-    finally:
-        with _lock:
-            _live -= nbytes
-
-
-def live_bytes():
-    """Bytes of all buffers currently held by remat arrays and executor buffers."""
-    return _live
-
-
-def host_bytes():
-    """Bytes of residuals offloaded out of working memory (to memory-mapped files)."""
-    return _host
-
-
-def peak_bytes():
-    """The highest ``live_bytes()`` since the last ``reset_peak()``."""
-    return _peak
-
-
-def reset_peak():
-    """Restart the high-water mark from the current live bytes; returns that value."""
-    global _peak
-    with _lock:
-        _peak = _live
-        return _peak
-
-
-@contextlib.contextmanager
-def _no_collection():
-    """No automatic garbage collection inside: garbage from before a measurement, collected
-    during it, would hide as many of the call's own bytes (and collecting it all first costs
-    a full collection, 0.4 s on a large heap)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def peak_memory(f, *args, **kwargs):
-    """Run ``f(*args, **kwargs)`` once; the peak live bytes above the starting point.
-
-    The result is also kept alive until the measurement ends, so its bytes count.
-    """
-    with _no_collection():
-        start = reset_peak()
-        out = f(*args, **kwargs)
-        peak = _peak - start
-        del out
-    return peak
-
-
-# --- allocation limit ------------------------------------------------------------------------
-
-
-def _machine_bytes():
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # no sysconf (Windows): no limit known
-        return None
-
-
-machine_bytes = _machine_bytes()
-
-
-def check_fits(shape, dtype):
-    """Broadcasts are lazy NumPy views, so one far larger than memory would only fail (or
-    thrash) wherever it is first materialized. Fail where it is created instead, as JAX's
-    allocation does: OutOfMemoryError when ``shape``/``dtype`` exceeds the machine's RAM."""
-    if machine_bytes is None:
-        return
-    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
-    if nbytes > machine_bytes:
-        raise OutOfMemoryError(
-            f"RESOURCE_EXHAUSTED: Out of memory allocating {nbytes} bytes for an array of "
-            f"shape {tuple(shape)} and dtype {np.dtype(dtype).name} (this machine has "
-            f"{machine_bytes} bytes of memory).")
-
-
-# --- timelines -------------------------------------------------------------------------------
-
-_recorder = None  # a list of (event, live bytes) while memory_timeline records
-
-
-def record_step(primitive, info=None):
-    """Called after each primitive executes while a timeline is being recorded."""
-    if info is None:
-        info = source_info.current()
-    _recorder.append((f"{primitive.name} at {source_info.summarize(info)}", _live))
-
-
-def memory_timeline(f, *args, **kwargs):
-    """Run ``f`` once and return ``[(event, live bytes)]``: a sample after every primitive
-    executed (eagerly or by the jit executor), labelled with the primitive and the user's
-    source line, in bytes above the starting point."""
-    global _recorder
-    if _recorder is not None:
-        raise RuntimeError("memory_timeline calls cannot be nested")
-    start = _live
-    _recorder = [("start", start)]
-    try:
-        with _no_collection():
-            out = f(*args, **kwargs)
-            _recorder.append(("end (outputs alive)", _live))
-            del out
-    finally:
-        samples, _recorder = _recorder, None
-    return [(event, live - start) for event, live in samples]
+from remat import checkpoint_policies as cp
+from remat.ad_checkpoint import checkpoint
+from remat.api import grad
+from remat.budget_policy import recording
+from remat.budgeted_remat import auto_remat
+from remat.call import jit
+from remat.runtime.memory import (  # noqa: F401  (the user's names)
+    held,
+    holders,
+    host_bytes,
+    live_bytes,
+    memory_timeline,
+    owner,
+    peak_bytes,
+    peak_memory,
+    reset_peak,
+    track,
+    untrack,
+)
 
 
 def pyplot(what):
@@ -246,11 +77,86 @@ def plot_memory_timeline(timelines, path, title="live bytes over one call"):
                        "live MiB")
 
 
-# --- the trade-off explorer (remat.tradeoff builds on the transformations, which import this
-# module, so its names are re-exported lazily) -------------------------------------------------
+# --- the trade-off explorer ------------------------------------------------------------------
+
+BUILTIN_POLICIES = {"nothing_saveable": cp.nothing_saveable, "dots_saveable": cp.dots_saveable,
+                    "dots_with_no_batch_dims_saveable": cp.dots_with_no_batch_dims_saveable}
 
 
-def __getattr__(name):
-    if name in ("tradeoff", "plot_tradeoff", "TradeoffTable", "TradeoffRow"):
-        return getattr(importlib.import_module("remat.tradeoff"), name)
-    raise AttributeError(f"module 'remat.memory' has no attribute {name!r}")
+class TradeoffRow(NamedTuple):
+    label: str
+    budget: int | None  # bytes, for an auto_remat row
+    peak_bytes: int  # measured
+    seconds: float  # median step time
+    pareto: bool = False  # no other row both smaller and faster
+
+
+class TradeoffTable(list):
+    """Rows of a trade-off sweep; ``str`` formats them as a table."""
+
+    def format(self):
+        width = max([13] + [len(r.label) for r in self])
+        lines = [f"{'configuration':<{width}} {'budget MiB':>10} {'peak MiB':>9} "
+                 f"{'ms/step':>9}  pareto"]
+        for r in self:
+            budget = "" if r.budget is None else f"{r.budget / 2**20:.3f}"
+            lines.append(f"{r.label:<{width}} {budget:>10} {r.peak_bytes / 2**20:>9.3f} "
+                         f"{r.seconds * 1e3:>9.2f}  {'*' if r.pareto else ''}")
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.format()
+
+
+def _measure(step, args, repeat):
+    with recording() as choices:
+        step(*args)  # trace and plan once
+    peak = peak_memory(step, *args)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        step(*args)
+        times.append(time.perf_counter() - start)
+    return peak, statistics.median(times), choices
+
+
+def tradeoff(fun, *args, budgets=(0.0, 0.25, 0.5, 0.75, 1.0), policies=None, variants=None,
+             argnums=0, repeat=3):
+    """Measure ``jit(grad(fun, argnums))`` with no rematerialization, under each of
+    ``policies`` (a ``{label: policy}`` dict; the built-in ones by default) as one checkpoint
+    around ``fun``, each of ``variants`` (``{label: function}``: the same model with its own
+    hand-written checkpoints, say one per block), and ``auto_remat`` at each of ``budgets``.
+    Returns a ``TradeoffTable``."""
+    policies = BUILTIN_POLICIES if policies is None else policies
+    configs = [("no remat", fun)]
+    configs += [(f"checkpoint({label})", checkpoint(fun, policy=p))
+                for label, p in policies.items()]
+    configs += list((variants or {}).items())
+    configs += [(f"auto_remat({b!r})", auto_remat(fun, memory_budget=b)) for b in budgets]
+    rows = []
+    for label, f in configs:
+        peak, seconds, choices = _measure(jit(grad(f, argnums)), args, repeat)
+        budget = choices[0].budget if label.startswith("auto_remat") and choices else None
+        rows.append(TradeoffRow(label, budget, peak, seconds))
+    front = [r._replace(pareto=not any(o.peak_bytes <= r.peak_bytes and o.seconds <= r.seconds
+                                       and (o.peak_bytes, o.seconds) != (r.peak_bytes,
+                                                                         r.seconds)
+                                       for o in rows)) for r in rows]
+    return TradeoffTable(front)
+
+
+def plot_tradeoff(table, path, title="rematerialization: peak memory vs step time"):
+    """Draw ``table`` (from ``tradeoff``) as peak MiB against ms per step, the Pareto front
+    joined, to a PNG at ``path`` (matplotlib: ``pip install remat[demo]``)."""
+    plt = pyplot("plot_tradeoff")
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for r in table:
+        auto = r.budget is not None
+        ax.scatter(r.seconds * 1e3, r.peak_bytes / 2**20, marker="o" if auto else "s",
+                   color="tab:blue" if auto else "tab:orange")
+        ax.annotate(r.label, (r.seconds * 1e3, r.peak_bytes / 2**20), fontsize=7,
+                    xytext=(4, 2), textcoords="offset points")
+    front = sorted((r for r in table if r.pareto), key=lambda r: r.seconds)
+    ax.plot([r.seconds * 1e3 for r in front], [r.peak_bytes / 2**20 for r in front],
+            color="tab:green", linestyle="--", label="Pareto front")
+    return save_figure(plt, fig, ax, path, title, "ms per step", "measured peak MiB")

@@ -16,10 +16,9 @@ import math
 
 import numpy as np
 
-from remat import memory
 from remat.exec.fusion import FusedStep
 from remat.exec.steps import Step, donatable
-from remat.runtime import parallel
+from remat.runtime import memory, parallel
 
 
 def _inline(step):

@@ -12,10 +12,9 @@ import math
 
 import numpy as np
 
-from remat import memory
 from remat.core import Jaxpr, Literal
 from remat.exec.steps import BUFFERLESS, donatable, in_place_donor, release
-from remat.runtime import parallel
+from remat.runtime import memory, parallel
 from remat.runtime.registry import elementwise_impls
 
 FUSE_MIN_ELEMENTS = 1 << 16  # smaller runs gain nothing from tiling

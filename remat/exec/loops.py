@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from remat import core, memory
+from remat import core
 from remat.exec import native, plan
 from remat.exec.loop_constants import transposed_constants
 from remat.exec.peaks import plan_peaks
@@ -15,6 +15,7 @@ from remat.exec.plan import _plan_and_consts, evaluate, prepared
 from remat.lax.control_flow.conditionals import cond_p
 from remat.lax.control_flow.loops import scan_p, while_p
 from remat.offload import host_empty, offload_p
+from remat.runtime import memory
 from remat.runtime.parallel import session
 
 

@@ -20,13 +20,13 @@ import math
 
 import numpy as np
 
-from remat import memory
 from remat.core import Jaxpr, Literal
 from remat.exec import native
 from remat.exec.fusion import FusedStep, nbytes, steps_peak
 from remat.exec.loop_source import CLUSTER_MAX_ELEMENTS, Unsupported, elementwise_source
 from remat.exec.native_rules import index_remap
 from remat.exec.steps import BUFFERLESS, VIEWS, Step, donatable, release
+from remat.runtime import memory
 
 try:
     import numba

@@ -8,7 +8,7 @@ import weakref
 
 import numpy as np
 
-from remat import memory, source_info
+from remat import source_info
 from remat.core import Literal
 from remat.exec import native
 from remat.exec.codegen import compile_steps, raising_step
@@ -17,7 +17,7 @@ from remat.exec.native_clusters import native_clusters
 from remat.exec.passes import optimize_jaxpr
 from remat.exec.steps import Step, in_place_donor
 from remat.interpreters.partial_eval import convert_constvars_jaxpr
-from remat.runtime import parallel
+from remat.runtime import memory, parallel
 from remat.runtime.registry import elementwise_impls
 
 

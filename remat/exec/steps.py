@@ -3,9 +3,8 @@ executor's variants (in-place into a dying input, split across the workers)."""
 
 import numpy as np
 
-from remat import memory
 from remat.core import Literal
-from remat.runtime import parallel
+from remat.runtime import memory, parallel
 from remat.runtime.registry import elementwise_impls
 
 # Primitives whose impl returns its operand(s) (output i is input i): no new buffer.

@@ -12,6 +12,8 @@ import numpy as np
 
 from remat import core, dtypes, source_info
 from remat.core import Trace, Tracer
+from remat.interpreters import array_ops
+from remat.interpreters import partial_eval as pe
 
 primitive_jvps = {}
 primitive_transposes = {}
@@ -56,9 +58,7 @@ def is_undefined_primal(x):
 
 
 def zeros_like_aval(aval):
-    from remat import lax
-
-    return lax.full(aval.shape, 0, aval.dtype)
+    return array_ops.full(aval.shape, 0, aval.dtype)
 
 
 def instantiate_zeros(t):
@@ -75,9 +75,7 @@ def add_tangents(x, y):
         return y
     if type(y) is Zero:
         return x
-    from remat import lax
-
-    return lax.add(x, y)
+    return array_ops.add(x, y)
 
 
 # --- helpers for writing rules ---------------------------------------------------------------
@@ -221,8 +219,6 @@ def jvp_jaxpr(closed, nonzeros, instantiate):
     """A jaxpr computing ``closed`` and its JVP: inputs are the primals and then the tangents
     of the ``nonzeros`` inputs; outputs are the primals and then the nonzero output tangents.
     Returns ``(jaxpr, out_nonzeros)``; ``instantiate`` (bool or list) forces output tangents."""
-    from remat.interpreters import partial_eval as pe
-
     n_out = len(closed.out_avals)
     if isinstance(instantiate, bool):
         instantiate = [instantiate] * n_out
@@ -269,8 +265,6 @@ def linearize_flat(flat_fun, primals):
     tangents to the nonzero output tangents whose consts are exactly the residuals, i.e. what
     the backward pass needs from the forward pass.
     """
-    from remat.interpreters import partial_eval as pe
-
     for p in primals:
         if not isinstance(core.get_aval(p), core.ShapedArray):  # a mutable array (remat.Ref)
             aval = core.get_aval(p)
@@ -386,8 +380,6 @@ def transpose_jaxpr(closed, linear, nonzero_cts):
     mixing primal and tangent work (a jvp'd scan, a checkpoint's recomputation) are split and
     their primal parts run forward inside the transposed jaxpr.
     """
-    from remat.interpreters import partial_eval as pe
-
     in_avals = closed.in_avals
     res_avals = [a for a, lin in zip(in_avals, linear) if not lin]
     ct_avals = [a.to_tangent_aval() for a, nz in zip(closed.out_avals, nonzero_cts) if nz]

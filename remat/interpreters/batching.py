@@ -10,6 +10,8 @@ import functools
 
 from remat import core, named_axes
 from remat.core import Trace, Tracer
+from remat.interpreters import array_ops
+from remat.interpreters import partial_eval as pe
 
 primitive_batchers = {}
 # Rules that also take the axis (JAX's older form, which libraries such as equinox register):
@@ -130,24 +132,20 @@ def _call_axis_rule(rule, trace, vals, dims, **params):
 
 def moveaxis(x, src, dst):
     """Move axis ``src`` of ``x`` to position ``dst`` (a transpose; no-op when equal)."""
-    from remat import lax
-
     ndim = core.get_aval(x).ndim
     src, dst = src % ndim, dst % ndim
     if src == dst:
         return x
     perm = [i for i in range(ndim) if i != src]
     perm.insert(dst, src)
-    return lax.transpose(x, tuple(perm))
+    return array_ops.transpose(x, tuple(perm))
 
 
 def bdim_at_front(x, bdim, size):
     """``x`` with its batch dim first; unbatched values are broadcast to ``size``."""
-    from remat import lax
-
     if bdim is not_mapped:
         aval = core.get_aval(x)
-        return lax.broadcast_in_dim(x, (size,) + aval.shape, tuple(range(1, aval.ndim + 1)))
+        return array_ops.broadcast_in_dim(x, (size,) + aval.shape, tuple(range(1, aval.ndim + 1)))
     return moveaxis(x, bdim, 0)
 
 
@@ -188,10 +186,8 @@ def broadcast_batcher(primitive):
                 continue
             x = bdim_at_front(x, d, size)
             if core.get_aval(x).ndim - 1 < rank:  # a batched scalar against arrays
-                from remat import lax
-
                 full = (size,) + _unbatched_shape(vals, dims, shapes, rank)
-                x = lax.broadcast_in_dim(x, full, (0,))
+                x = array_ops.broadcast_in_dim(x, full, (0,))
             out.append(x)
         return primitive.bind(*out, **params), 0
 
@@ -237,8 +233,6 @@ def _batch_jaxpr(closed, size, batched, instantiate, axis_name):
     """``closed`` batched along axis 0 of the ``batched`` inputs. Returns
     ``(jaxpr, out_batched)``; batched outputs have their batch axis first; ``instantiate``
     (bool or tuple) forces outputs to be batched."""
-    from remat.interpreters import partial_eval as pe
-
     n_out = len(closed.out_avals)
     if isinstance(instantiate, bool):
         instantiate = (instantiate,) * n_out

@@ -13,7 +13,7 @@ import numpy as np
 
 from remat import core, dtypes, lax
 from remat.core import ShapedArray
-from remat.interpreters import ad, batching
+from remat.interpreters import ad, array_ops, batching
 from remat.lax import special
 from remat.lax.standard import (
     ANY,
@@ -730,6 +730,7 @@ asinh, acosh, atanh, sqrt, rsqrt = map(_unary_fn, (asinh_p, acosh_p, atanh_p, sq
 cbrt, abs, erf, erfc, erf_inv = map(_unary_fn, (cbrt_p, abs_p, erf_p, erfc_p, erf_inv_p))
 lgamma, digamma, square, bitwise_not = map(_unary_fn, (lgamma_p, digamma_p, square_p, not_p))
 add, sub, mul, div, rem = map(_binary_fn, (add_p, sub_p, mul_p, div_p, rem_p))
+array_ops.add = add
 pow, max, min, atan2, nextafter = map(_binary_fn, (pow_p, max_p, min_p, atan2_p, nextafter_p))
 bitwise_and, bitwise_or, bitwise_xor = map(_binary_fn, (and_p, or_p, xor_p))
 eq, ne, lt, le, gt, ge = map(_binary_fn, (eq_p, ne_p, lt_p, le_p, gt_p, ge_p))

@@ -6,11 +6,11 @@ import functools
 
 import numpy as np
 
-from remat import core, dtypes, lax, memory
+from remat import core, dtypes, lax
 from remat.core import ShapedArray
-from remat.interpreters import ad, batching
+from remat.interpreters import ad, array_ops, batching
 from remat.lax.standard import canonical_shape, check_same_dtypes, standard_primitive
-from remat.runtime import registry
+from remat.runtime import memory, registry
 
 __all__ = [
     "broadcast",
@@ -528,3 +528,7 @@ def broadcasted_iota(dtype, shape, dimension):
     """An iota along ``dimension`` broadcast to ``shape``."""
     return iota_p.bind(dtype=dtypes.canonicalize_dtype(dtype),
                        shape=canonical_shape(shape, "iota shape"), dimension=int(dimension))
+
+
+array_ops.full, array_ops.transpose = full, transpose
+array_ops.broadcast_in_dim = broadcast_in_dim

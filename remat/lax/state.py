@@ -25,11 +25,12 @@ scalar indices clamped into their axis, as JAX does for Refs.
 
 import numpy as np
 
-from remat import core, dtypes, lax, memory
+from remat import core, dtypes, lax
 from remat.core import Primitive, ShapedArray, Tracer
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
 from remat.numpy import indexing as jnp_indexing
+from remat.runtime import memory
 
 __all__ = [
     "AbstractRef",
