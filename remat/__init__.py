@@ -2,11 +2,11 @@
 # ruff: noqa: I001  (import order matters: the Array type registers itself with the core)
 
 from remat.config import config
-from remat import core, dtypes, tree_util, memory
+from remat import core, dtypes, tree_util
 from remat.array import Array, live_arrays
 from remat import lax
 from remat.exec import loops as _exec_loops  # the executor's impls of scan, while, cond
-from remat import numpy
+from remat import memory, numpy
 from remat.api import (
     block_until_ready,
     device_get,

@@ -3,7 +3,7 @@
 import contextlib
 import functools
 
-from remat import core, dtypes, lax, named_axes, source_info
+from remat import array, core, dtypes, lax, named_axes, source_info
 from remat.api_util import (
     ShapeDtypeStruct,
     abstractify,
@@ -16,8 +16,9 @@ from remat.api_util import (
     normalize_argnums,
     split_static,
 )
+from remat.call import jit
 from remat.config import config
-from remat.interpreters import ad
+from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
 from remat.tree_util import (
     Partial,
@@ -90,13 +91,10 @@ def _check_tangent(p, t, name):
 def _as_arrays(tree):
     """Outputs of transformations are arrays (a function returning its Python-float input
     still yields an Array, weakly typed), as in JAX."""
-    from remat import dtypes
-    from remat import numpy as jnp
-
     def as_array(x):
         if hasattr(x, "aval") or getattr(x, "dtype", None) == dtypes.float0:
             return x
-        return jnp.asarray(x)
+        return array.asarray(x)
 
     return tree_map(as_array, tree)
 
@@ -368,8 +366,6 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
         fun_of_diff = _with_args_at(fun, args, kwargs, nums)
         out, pullback, aux = _vjp(fun_of_diff, diff_args, has_aux)
         _check_scalar_output(out, "grad", holomorphic)
-        from remat import lax
-
         ct = lax.full_like(out, 1.0)
         grads = pullback.apply(ct, consume=True)
         g = grads[0] if isinstance(argnums, int) else grads
@@ -460,8 +456,6 @@ def _is_tuple1(x):
 
 def _unflatten_jac_axis(t, avals, tree, total):
     """Split the trailing basis axis of ``t`` into the input pytree's shapes."""
-    from remat import lax
-
     out_shape = core.get_aval(t).shape[:-1]
     parts, start = [], 0
     for a in avals:
@@ -506,8 +500,6 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
 
 
 def _split_leading(c, out_avals, out_tree):
-    from remat import lax
-
     in_shape = core.get_aval(c).shape[1:]
     parts, start = [], 0
     for a in out_avals:
@@ -552,8 +544,6 @@ def _broadcast_prefix(prefix, full):
 
 def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None):
     """Vectorize ``fun`` over the ``in_axes`` of its arguments."""
-    from remat.interpreters import batching
-
     check_callable(fun)
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
@@ -661,9 +651,7 @@ def device_get(x):
 
 def device_put(x, device=None):
     """Arrays of the values in pytree ``x``."""
-    from remat import numpy as jnp
-
-    return tree_map(jnp.asarray, x)
+    return tree_map(array.asarray, x)
 
 
 # --- names -----------------------------------------------------------------------------------
@@ -704,8 +692,6 @@ def fwd_and_bwd(fun, argnums, has_aux=False, jitted=True):
     ``bwd(f_vjp, out_cotangent)`` applies the pullback (one cotangent for an int ``argnums``,
     a tuple otherwise). With ``jitted`` both are jitted once, so the pullback (a pytree of its
     residuals) passes between them without retracing."""
-    from remat.call import jit
-
     check_callable(fun)
     argnums = _ensure_index(argnums)
 

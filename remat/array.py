@@ -212,6 +212,16 @@ def from_numpy(x, dtype=None, weak_type=False):
 core.register_array_type(Array)
 
 
+def asarray(x):
+    """``x`` as an Array, as ``remat.numpy.asarray`` makes a leaf one: Arrays and tracers as
+    they are, a Python scalar weakly typed, anything else through NumPy."""
+    if isinstance(x, (Array, core.Tracer)):
+        return x
+    if dtypes.is_python_scalar(x) and type(x) is not bool:
+        return from_numpy(x, dtypes.python_scalar_dtype(x), weak_type=True)
+    return from_numpy(np.asarray(x))
+
+
 def live_arrays(platform=None):
     """The Arrays alive now (not deleted), as ``jax.live_arrays``."""
     if platform not in (None, "cpu"):

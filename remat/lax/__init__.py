@@ -16,6 +16,9 @@ from remat.lax.scatters import *
 from remat.lax.sorting import *
 from remat.lax.special_functions import *
 from remat.lax.control_flow import *
+from remat.lax.control_flow.checkpointed import (  # registers scan/while_loop(checkpoints=)
+    checkpointed_scan_lin_p, checkpointed_scan_p, checkpointed_while_fwd_p,
+    checkpointed_while_lin_p, checkpointed_while_p)
 from remat.lax.windowed import *
 from remat.lax.conv_local import *
 from remat.lax.scans import *

@@ -11,9 +11,10 @@ import operator
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
+from remat.lax.shape import transpose
 from remat.lax.standard import (
     as_operands,
     broadcasting_shape,
@@ -247,7 +248,7 @@ def _bitcast_batch(vals, dims, *, new_dtype):
     (x,), (d,) = vals, dims
     ndim = core.get_aval(x).ndim
     if d == ndim - 1 and np.dtype(new_dtype).itemsize != core.get_aval(x).dtype.itemsize:
-        x, d = lax.transpose(x, (d,) + tuple(range(d))), 0  # the last dim is the bytes
+        x, d = transpose(x, (d,) + tuple(range(d))), 0  # the last dim is the bytes
     return bitcast_convert_type_p.bind(x, new_dtype=new_dtype), d
 
 

@@ -7,11 +7,12 @@ import functools
 
 import numpy as np
 
-from remat import core, lax
+from remat import core
 from remat.api_util import fun_name
 from remat.core import ShapedArray, Tracer
 from remat.interpreters import batching
 from remat.interpreters import partial_eval as pe
+from remat.lax.shape import full, reshape
 from remat.tree_util import tree_flatten, tree_unflatten
 
 
@@ -84,11 +85,11 @@ def apply(closed, args):
     shape = core.get_aval(args[0]).shape
     size = int(np.prod(shape, dtype=np.int64))
     if size == 0:
-        return [lax.full(shape, 0, a.dtype) for a in closed.out_avals]
-    flat = [lax.reshape(a, (size,)) for a in args]
+        return [full(shape, 0, a.dtype) for a in closed.out_avals]
+    flat = [reshape(a, (size,)) for a in args]
     batched, _ = batching.batch_jaxpr(closed, size, (True,) * len(args), True)
     outs = core.eval_jaxpr(batched.jaxpr, batched.consts, *flat)
-    return [lax.reshape(o, shape) for o in outs]
+    return [reshape(o, shape) for o in outs]
 
 
 def apply_to_buffers(closed, bufs):

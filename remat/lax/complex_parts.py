@@ -11,9 +11,11 @@ operand was real). With these, ``grad`` of a real-valued function of a complex `
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
+from remat.lax import rule_ops
+from remat.lax.elementwise import neg
 from remat.lax.standard import (
     as_operands,
     broadcasting_shape,
@@ -75,7 +77,7 @@ def _zero_part(ct):
 
 
 ad.deflinear2(real_p, lambda ct, x: [complex_p.bind(ct, _zero_part(ct))])
-ad.deflinear2(imag_p, lambda ct, x: [complex_p.bind(_zero_part(ct), lax.neg(ct))])
+ad.deflinear2(imag_p, lambda ct, x: [complex_p.bind(_zero_part(ct), neg(ct))])
 batching.defvectorized(real_p)
 batching.defvectorized(imag_p)
 
@@ -107,19 +109,19 @@ def _unbroadcast(aval, ct):
     """The cotangent of a rank-0 operand that was broadcast against a larger one."""
     if core.get_aval(ct).shape == aval.shape:
         return ct
-    return lax.reduce_sum(ct, tuple(range(core.get_aval(ct).ndim)))
+    return rule_ops.reduce_sum(ct, tuple(range(core.get_aval(ct).ndim)))
 
 
 def _complex_transpose(ct, x, y):
     return [_unbroadcast(x.aval, real_p.bind(ct)) if ad.is_undefined_primal(x) else None,
-            _unbroadcast(y.aval, lax.neg(imag_p.bind(ct))) if ad.is_undefined_primal(y)
+            _unbroadcast(y.aval, neg(imag_p.bind(ct))) if ad.is_undefined_primal(y)
             else None]
 
 
 def _zeros_like(aval):
     if not aval.shape:
         return np.zeros((), aval.dtype)
-    return lax.full(aval.shape, 0, aval.dtype)
+    return rule_ops.full(aval.shape, 0, aval.dtype)
 
 
 def _complex_jvp(primals, tangents):
@@ -192,3 +194,6 @@ def conj(x):
     part (as JAX's ``lax.conj``)."""
     (x,) = as_operands("conj", x)
     return conj_p.bind(x, input_dtype=core.get_aval(x).dtype)
+
+
+rule_ops.provide(conj=conj, real=real)

@@ -6,9 +6,11 @@ spatial dims as batch dims)."""
 
 import math
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.lax.convolution import conv_dimension_numbers, conv_general_dilated
-from remat.lax.dot import Precision, canonicalize_precision
+from remat.lax.dot import Precision, canonicalize_precision, dot_general
+from remat.lax.elementwise import convert_element_type, eq
+from remat.lax.shape import broadcast_in_dim, broadcasted_iota, reshape, transpose
 
 __all__ = ["conv_general_dilated_local", "conv_general_dilated_patches"]
 
@@ -19,7 +21,7 @@ def _moveaxes(x, src, dst):
     order = [i for i in range(ndim) if i not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
-    return lax.transpose(x, tuple(order))
+    return transpose(x, tuple(order))
 
 
 def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs_dilation=None,
@@ -35,11 +37,11 @@ def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs
     lhs_spec, rhs_spec, _ = dnums
     spatial = math.prod(filter_shape)
     channels = lhs_shape[lhs_spec[1]]
-    eye = lax.convert_element_type(
-        lax.eq(lax.broadcasted_iota(dtypes.int32, (spatial, spatial), 0),
-               lax.broadcasted_iota(dtypes.int32, (spatial, spatial), 1)), dtype)
-    rhs = lax.broadcast_in_dim(eye, (channels, spatial, spatial), (1, 2))
-    rhs = lax.reshape(rhs, (channels * spatial, 1) + filter_shape)
+    eye = convert_element_type(
+        eq(broadcasted_iota(dtypes.int32, (spatial, spatial), 0),
+               broadcasted_iota(dtypes.int32, (spatial, spatial), 1)), dtype)
+    rhs = broadcast_in_dim(eye, (channels, spatial, spatial), (1, 2))
+    rhs = reshape(rhs, (channels * spatial, 1) + filter_shape)
     rhs = _moveaxes(rhs, (0, 1), (rhs_spec[0], rhs_spec[1]))
     if precision is not None:
         lhs_precision = canonicalize_precision(precision)[0]
@@ -75,6 +77,6 @@ def conv_general_dilated_local(lhs, rhs, window_strides, padding, filter_shape,
     rhs_batch = [rhs_spatial[i] for i in sorted(range(len(rhs_spatial)),
                                                 key=lambda k: out_spatial[k])]
     dn = (([out_spec[1]], [rhs_spec[1]]), (sorted(out_spatial), rhs_batch))
-    out = lax.dot_general(patches, rhs, dimension_numbers=dn, precision=precision)
+    out = dot_general(patches, rhs, dimension_numbers=dn, precision=precision)
     ndim = core.get_aval(out).ndim
     return _moveaxes(out, (ndim - 2, ndim - 1), (out_spec[0], out_spec[1]))

@@ -19,7 +19,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
 from remat.lax.dot import (
@@ -27,6 +27,8 @@ from remat.lax.dot import (
     canonicalize_preferred_element_type,
     compute_dtype,
 )
+from remat.lax.elementwise import convert_element_type
+from remat.lax.shape import full, reshape, rev, transpose
 from remat.lax.standard import ANY, check_dtype, standard_primitive
 from remat.runtime import parallel
 
@@ -405,7 +407,7 @@ def _split_axis(x, dim, size):
     """Reshape axis ``dim`` of size ``size * m`` into two axes ``(size, m)``."""
     shape = list(core.get_aval(x).shape)
     shape[dim:dim + 1] = [size, shape[dim] // size]
-    return lax.reshape(x, tuple(shape))
+    return reshape(x, tuple(shape))
 
 
 def _merge_axis(x, src, dst):
@@ -416,7 +418,7 @@ def _merge_axis(x, src, dst):
     perm.insert(dst, src)
     new = [s for i, s in enumerate(shape) if i != src]
     new[dst] *= shape[src]
-    return lax.reshape(x, tuple(new), tuple(perm))
+    return reshape(x, tuple(new), tuple(perm))
 
 
 def _spec_transpose(spec):
@@ -447,9 +449,9 @@ def _conv_transpose_lhs(ct, lhs_aval, rhs, *, window_strides, padding, lhs_dilat
     for n, k, m, (lo, _) in zip(in_sp, k_sp, out_sp, padding):
         before = k - lo - 1
         pads.append((before, n + k - 1 - m - before))
-    rhs = lax.rev(rhs, tuple(rhs_spec[2:]))
+    rhs = rev(rhs, tuple(rhs_spec[2:]))
     if core.get_aval(rhs).dtype != core.get_aval(ct).dtype:  # preferred_element_type widened
-        rhs = lax.convert_element_type(rhs, core.get_aval(ct).dtype)
+        rhs = convert_element_type(rhs, core.get_aval(ct).dtype)
     out = conv_general_dilated(
         ct, rhs, window_strides=lhs_dilation, padding=pads,
         lhs_dilation=window_strides, rhs_dilation=rhs_dilation,
@@ -460,7 +462,7 @@ def _conv_transpose_lhs(ct, lhs_aval, rhs, *, window_strides, padding, lhs_dilat
         out = _split_axis(out, lhs_spec[1], batch_group_count)
         out = _merge_axis(out, lhs_spec[1], lhs_spec[0])
     if core.get_aval(out).dtype != lhs_aval.dtype:
-        out = lax.convert_element_type(out, lhs_aval.dtype)
+        out = convert_element_type(out, lhs_aval.dtype)
     return out
 
 
@@ -470,7 +472,7 @@ def _conv_transpose_rhs(ct, lhs, rhs_aval, *, window_strides, padding, lhs_dilat
     """The rhs cotangent: a convolution of the lhs with the cotangent as kernel, the batch
     dim contracted (feature groups become batch groups and vice versa)."""
     if core.get_aval(ct).size == 0 or core.get_aval(lhs).size == 0:
-        return lax.full(rhs_aval.shape, 0, rhs_aval.dtype)
+        return full(rhs_aval.shape, 0, rhs_aval.dtype)
     lhs_spec, rhs_spec, out_spec = dimension_numbers
     lhs_shape = core.get_aval(lhs).shape
     ct_shape = core.get_aval(ct).shape
@@ -480,7 +482,7 @@ def _conv_transpose_rhs(ct, lhs, rhs_aval, *, window_strides, padding, lhs_dilat
     out_sp = _dilated([ct_shape[d] for d in out_spec[2:]], window_strides)
     pads = [(lo, m - n + k - lo - 1) for n, k, m, (lo, _) in zip(in_sp, k_sp, out_sp, padding)]
     if core.get_aval(lhs).dtype != core.get_aval(ct).dtype:  # preferred_element_type widened
-        lhs = lax.convert_element_type(lhs, core.get_aval(ct).dtype)
+        lhs = convert_element_type(lhs, core.get_aval(ct).dtype)
     out = conv_general_dilated(
         lhs, ct, window_strides=rhs_dilation, padding=pads, lhs_dilation=lhs_dilation,
         rhs_dilation=window_strides,
@@ -490,7 +492,7 @@ def _conv_transpose_rhs(ct, lhs, rhs_aval, *, window_strides, padding, lhs_dilat
         feature_group_count=fgc, batch_group_count=bgc, precision=precision,
         preferred_element_type=preferred_element_type)
     if core.get_aval(out).dtype != rhs_aval.dtype:
-        out = lax.convert_element_type(out, rhs_aval.dtype)
+        out = convert_element_type(out, rhs_aval.dtype)
     return out
 
 
@@ -665,10 +667,10 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
         kernel = [_dilate_dim(rhs_shape[d], r) for d, r in zip(dn.rhs_spec[2:], rhs_dilation)]
         padding = [_transpose_pads(k, s, p) for k, s, p in zip(kernel, strides, forward)]
     if transpose_kernel:
-        rhs = lax.rev(rhs, tuple(dn.rhs_spec[2:]))
+        rhs = rev(rhs, tuple(dn.rhs_spec[2:]))
         perm = list(range(len(rhs_shape)))
         perm[dn.rhs_spec[0]], perm[dn.rhs_spec[1]] = dn.rhs_spec[1], dn.rhs_spec[0]
-        rhs = lax.transpose(rhs, tuple(perm))
+        rhs = transpose(rhs, tuple(perm))
     return conv_general_dilated(lhs, rhs, (1,) * nsp, padding, lhs_dilation=strides,
                                 rhs_dilation=rhs_dilation, dimension_numbers=dn,
                                 precision=precision,

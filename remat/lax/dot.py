@@ -14,9 +14,11 @@ import operator
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
+from remat.lax.elementwise import convert_element_type, convert_element_type_p
+from remat.lax.shape import transpose
 from remat.lax.standard import standard_primitive
 from remat.runtime import parallel, registry
 
@@ -351,7 +353,7 @@ def _dot_general_jvp(primals, tangents, *, dimension_numbers, precision,
     acc = zero
     for t in terms:
         if core.get_aval(t).dtype != out_aval.dtype:
-            t = lax.convert_element_type(t, out_aval.dtype)
+            t = convert_element_type(t, out_aval.dtype)
         acc = ad.add_tangents(acc, t)
     return out, acc
 
@@ -380,9 +382,9 @@ def _dot_transpose_operand(ct, x_aval, y, dimension_numbers, precision,
     x_contract_sorted_by_y = tuple(x_contract[i] for i in np.argsort(y_contract))
     unsorted_axes = tuple(x_batch) + x_kept + x_contract_sorted_by_y
     out = _bind_dot(ct, y, dims, precision, preferred_element_type)
-    out = lax.transpose(out, tuple(int(i) for i in np.argsort(unsorted_axes)))
+    out = transpose(out, tuple(int(i) for i in np.argsort(unsorted_axes)))
     if core.get_aval(out).dtype != x_aval.dtype:  # a real operand's cotangent: the real part
-        out = lax.convert_element_type_p.bind(out, new_dtype=x_aval.dtype,
+        out = convert_element_type_p.bind(out, new_dtype=x_aval.dtype,
                                               weak_type=x_aval.weak_type)
     return out
 

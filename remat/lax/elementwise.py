@@ -11,10 +11,10 @@ import warnings
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, array_ops, batching
-from remat.lax import special
+from remat.lax import rule_ops, special
 from remat.lax.standard import (
     ANY,
     FLOAT,
@@ -186,14 +186,14 @@ def _bcast(t, aval):
     """Broadcast a rank-0 tangent contribution to the output's shape."""
     if core.get_aval(t).shape == aval.shape:
         return t
-    return lax.broadcast_in_dim(t, aval.shape, ())
+    return rule_ops.broadcast_in_dim(t, aval.shape, ())
 
 
 def _unbroadcast(aval, ct):
     """The cotangent of a rank-0 operand that was broadcast against larger operands."""
     if core.get_aval(ct).shape == aval.shape:
         return ct
-    return lax.reduce_sum(ct, tuple(range(core.get_aval(ct).ndim)))
+    return rule_ops.reduce_sum(ct, tuple(range(core.get_aval(ct).ndim)))
 
 
 def _defjvp_broadcasting(prim, *rules):
@@ -207,7 +207,7 @@ def _defjvp_broadcasting(prim, *rules):
             out_shape = broadcasting_shape(prim.name, [core.get_aval(p) for p in primals])
             t = rule(g, *primals, **params)
             aval = core.get_aval(t)
-            return t if aval.shape == out_shape else lax.broadcast_in_dim(t, out_shape, ())
+            return t if aval.shape == out_shape else rule_ops.broadcast_in_dim(t, out_shape, ())
 
         return broadcast_rule
 
@@ -330,11 +330,11 @@ def _abs_jvp(g, ans, x):
     """``g`` or ``-g`` by the sign of a real ``x`` (``g`` at 0, as JAX); for a complex ``x``
     the real part of ``g conj(x) / |x|`` (0 at 0)."""
     if core.get_aval(x).dtype.kind != "c":
-        return lax.select(lax.ge(x, lax.full_like(x, 0)), g, neg(g))
+        return select(ge(x, rule_ops.full_like(x, 0)), g, neg(g))
     mag = convert_element_type_p.bind(ans, new_dtype=core.get_aval(x).dtype,
                                       weak_type=core.get_aval(x).weak_type)
-    safe = lax.select(lax.eq(mag, lax.full_like(mag, 0)), lax.full_like(mag, 1), mag)
-    return lax.real(mul(g, div(lax.conj(x), safe)))
+    safe = select(eq(mag, rule_ops.full_like(mag, 0)), rule_ops.full_like(mag, 1), mag)
+    return rule_ops.real(mul(g, div(rule_ops.conj(x), safe)))
 
 
 def _acosh_jvp(g, x):
@@ -342,8 +342,8 @@ def _acosh_jvp(g, x):
     principal branch, ``g / (sqrt(x - 1) sqrt(x + 1))`` (``1 / sqrt(x^2 - 1)``, JAX's rule,
     has the wrong sign where ``Re(x) < 0``)."""
     if core.get_aval(x).dtype.kind == "c":
-        return mul(g, mul(lax.rsqrt(sub(x, 1.0)), lax.rsqrt(add(x, 1.0))))
-    return mul(g, lax.rsqrt(mul(sub(x, 1.0), add(x, 1.0))))
+        return mul(g, mul(rsqrt(sub(x, 1.0)), rsqrt(add(x, 1.0))))
+    return mul(g, rsqrt(mul(sub(x, 1.0), add(x, 1.0))))
 
 
 def _unary_jvps():
@@ -355,41 +355,41 @@ def _unary_jvps():
     ad.defjvp(log_p, lambda g, x: div(g, x))
     ad.defjvp(log1p_p, lambda g, x: div(g, add(x, 1.0)))
     ad.defjvp2(expm1_p, lambda g, ans, x: mul(g, add(ans, 1.0)))
-    ad.defjvp2(tanh_p, lambda g, ans, x: mul(g, sub(1.0, lax.square(ans))))
+    ad.defjvp2(tanh_p, lambda g, ans, x: mul(g, sub(1.0, square(ans))))
     ad.defjvp2(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(1.0, ans))))
-    ad.defjvp(sin_p, lambda g, x: mul(g, lax.cos(x)))
-    ad.defjvp(cos_p, lambda g, x: neg(mul(g, lax.sin(x))))
-    ad.defjvp2(tan_p, lambda g, ans, x: mul(g, add(1.0, lax.square(ans))))
-    ad.defjvp(asin_p, lambda g, x: mul(g, lax.rsqrt(sub(1.0, lax.square(x)))))
-    ad.defjvp(acos_p, lambda g, x: neg(mul(g, lax.rsqrt(sub(1.0, lax.square(x))))))
-    ad.defjvp(atan_p, lambda g, x: div(g, add(1.0, lax.square(x))))
-    ad.defjvp(sinh_p, lambda g, x: mul(g, lax.cosh(x)))
-    ad.defjvp(cosh_p, lambda g, x: mul(g, lax.sinh(x)))
-    ad.defjvp(asinh_p, lambda g, x: mul(g, lax.rsqrt(add(lax.square(x), 1.0))))
+    ad.defjvp(sin_p, lambda g, x: mul(g, cos(x)))
+    ad.defjvp(cos_p, lambda g, x: neg(mul(g, sin(x))))
+    ad.defjvp2(tan_p, lambda g, ans, x: mul(g, add(1.0, square(ans))))
+    ad.defjvp(asin_p, lambda g, x: mul(g, rsqrt(sub(1.0, square(x)))))
+    ad.defjvp(acos_p, lambda g, x: neg(mul(g, rsqrt(sub(1.0, square(x))))))
+    ad.defjvp(atan_p, lambda g, x: div(g, add(1.0, square(x))))
+    ad.defjvp(sinh_p, lambda g, x: mul(g, cosh(x)))
+    ad.defjvp(cosh_p, lambda g, x: mul(g, sinh(x)))
+    ad.defjvp(asinh_p, lambda g, x: mul(g, rsqrt(add(square(x), 1.0))))
     ad.defjvp(acosh_p, _acosh_jvp)
-    ad.defjvp(atanh_p, lambda g, x: div(g, sub(1.0, lax.square(x))))
+    ad.defjvp(atanh_p, lambda g, x: div(g, sub(1.0, square(x))))
     ad.defjvp2(sqrt_p, lambda g, ans, x: div(g, mul(ans, 2.0)))
     ad.defjvp2(rsqrt_p, lambda g, ans, x: mul(g, mul(div(ans, x), -0.5)))
     ad.defjvp2(cbrt_p, lambda g, ans, x: mul(g, div(ans, mul(x, 3.0))))
     ad.defjvp2(abs_p, _abs_jvp)
     ad.defjvp(erf_p, lambda g, x: mul(g, mul(2.0 / np.sqrt(np.pi),
-                                             lax.exp(neg(lax.square(x))))))
+                                             exp(neg(square(x))))))
     ad.defjvp(erfc_p, lambda g, x: mul(g, mul(-2.0 / np.sqrt(np.pi),
-                                              lax.exp(neg(lax.square(x))))))
+                                              exp(neg(square(x))))))
     ad.defjvp2(erf_inv_p, lambda g, ans, x: mul(g, mul(np.sqrt(np.pi) / 2.0,
-                                                       lax.exp(lax.square(ans)))))
-    ad.defjvp(lgamma_p, lambda g, x: mul(g, lax.digamma(x)))
-    ad.defjvp(digamma_p, lambda g, x: mul(g, lax.polygamma(lax.full_like(x, 1), x)))
+                                                       exp(square(ans)))))
+    ad.defjvp(lgamma_p, lambda g, x: mul(g, digamma(x)))
+    ad.defjvp(digamma_p, lambda g, x: mul(g, polygamma(rule_ops.full_like(x, 1), x)))
     ad.defjvp(square_p, lambda g, x: mul(g, mul(x, 2.0)))
     _defjvp_broadcasting(polygamma_p, None,
-                         lambda g, m, x: mul(g, lax.polygamma(add(m, 1.0), x)))
+                         lambda g, m, x: mul(g, polygamma(add(m, 1.0), x)))
 
     def integer_pow_jvp(primals, tangents, y):
         (x,), (g,) = primals, tangents
         if y in (0, 1) or y < 0:
             out = integer_pow_p.bind(x, y=y)
             if y == 0:
-                return out, lax.full_like(g, 0)
+                return out, rule_ops.full_like(g, 0)
             if y == 1:
                 return out, g
             return out, mul(g, mul(float(y), div(out, x)))
@@ -451,10 +451,10 @@ ge_p = _binop("ge", np.greater_equal, REAL + ("bool",), dtypes.bool_)
 
 def _balanced_eq(x, z, y):
     """1 where x is the max/min z alone, 0.5 where x and y tie, 0 elsewhere."""
-    one = lax.full_like(z, 1)
-    half = lax.full_like(z, 0.5)
-    zero = lax.full_like(z, 0)
-    return lax.select(lax.eq(x, z), lax.select(lax.eq(y, z), half, one), zero)
+    one = rule_ops.full_like(z, 1)
+    half = rule_ops.full_like(z, 0.5)
+    zero = rule_ops.full_like(z, 0)
+    return select(eq(x, z), select(eq(y, z), half, one), zero)
 
 
 def _binary_rules():
@@ -464,28 +464,28 @@ def _binary_rules():
     _defjvp_broadcasting(sub_p, lambda g, x, y: g, lambda g, x, y: neg(g))
     _defjvp_broadcasting(mul_p, lambda g, x, y: mul(g, y), lambda g, x, y: mul(x, g))
     _defjvp_broadcasting(div_p, lambda g, x, y: div(g, y),
-                         lambda g, x, y: mul(neg(g), div(x, lax.square(y))))
+                         lambda g, x, y: mul(neg(g), div(x, square(y))))
     _defjvp_broadcasting(
         rem_p, lambda g, x, y: g,
-        lambda g, x, y: mul(neg(g), mul(lax.sign(div(x, y)), lax.floor(lax.abs(div(x, y))))))
-    _defjvp_broadcasting(max_p, lambda g, x, y: mul(g, _balanced_eq(x, lax.max(x, y), y)),
-                         lambda g, x, y: mul(g, _balanced_eq(y, lax.max(x, y), x)))
-    _defjvp_broadcasting(min_p, lambda g, x, y: mul(g, _balanced_eq(x, lax.min(x, y), y)),
-                         lambda g, x, y: mul(g, _balanced_eq(y, lax.min(x, y), x)))
+        lambda g, x, y: mul(neg(g), mul(sign(div(x, y)), floor(abs(div(x, y))))))
+    _defjvp_broadcasting(max_p, lambda g, x, y: mul(g, _balanced_eq(x, max(x, y), y)),
+                         lambda g, x, y: mul(g, _balanced_eq(y, max(x, y), x)))
+    _defjvp_broadcasting(min_p, lambda g, x, y: mul(g, _balanced_eq(x, min(x, y), y)),
+                         lambda g, x, y: mul(g, _balanced_eq(y, min(x, y), x)))
     _defjvp_broadcasting(
-        atan2_p, lambda g, x, y: mul(g, div(y, lax.add(lax.square(x), lax.square(y)))),
-        lambda g, x, y: mul(g, div(neg(x), lax.add(lax.square(x), lax.square(y)))))
+        atan2_p, lambda g, x, y: mul(g, div(y, add(square(x), square(y)))),
+        lambda g, x, y: mul(g, div(neg(x), add(square(x), square(y)))))
 
     def pow_jvp_x(g, x, y):
         y_f = y if core.get_aval(y).dtype == core.get_aval(x).dtype else \
-            lax.convert_element_type(y, core.get_aval(x).dtype)
-        jac = lax.select(lax.eq(y_f, 0.0), lax.full_like(lax.mul(x, y_f), 0),
-                         mul(y_f, lax.pow(x, lax.sub(y_f, 1.0))))
+            convert_element_type(y, core.get_aval(x).dtype)
+        jac = select(eq(y_f, 0.0), rule_ops.full_like(mul(x, y_f), 0),
+                         mul(y_f, pow(x, sub(y_f, 1.0))))
         return mul(g, jac)
 
     def pow_jvp_y(g, x, y):
-        ans = lax.pow(x, y)
-        log_x = lax.select(lax.eq(x, 0.0), lax.full_like(x, 0), lax.log(x))
+        ans = pow(x, y)
+        log_x = select(eq(x, 0.0), rule_ops.full_like(x, 0), log(x))
         return mul(g, mul(log_x, ans))
 
     _defjvp_broadcasting(pow_p, pow_jvp_x, pow_jvp_y)
@@ -588,7 +588,7 @@ def _select_n_batch(vals, dims):
         case_shape[:cdims[0]] + case_shape[cdims[0] + 1:]
     which = batching.bdim_at_front(which, wdim, size)
     if core.get_aval(which).ndim - 1 < len(case_shape):
-        which = lax.broadcast_in_dim(which, (size,) + case_shape, (0,))
+        which = rule_ops.broadcast_in_dim(which, (size,) + case_shape, (0,))
     cases = [batching.bdim_at_front(c, d, size) for c, d in zip(cases, cdims)]
     return select_n_p.bind(which, *cases), 0
 
@@ -607,7 +607,7 @@ def _select_n_jvp(primals, tangents):
 
 def _select_n_transpose(ct, which, *cases):
     assert not ad.is_undefined_primal(which)
-    zeros = lax.full_like(ct, 0)
+    zeros = rule_ops.full_like(ct, 0)
     out = [None]
     for i, c in enumerate(cases):
         if ad.is_undefined_primal(c):
@@ -638,20 +638,23 @@ batching.broadcast_batcher(clamp_p)
 
 
 def _clamp_rules():
-    sel, zeros = select, lax.full_like
+    sel = select
+
+    def zeros(x, v):
+        return rule_ops.full_like(x, v)
 
     def d_lo(g, lo, x, hi):
-        g = lax.broadcast_in_dim(g, core.get_aval(x).shape, ()) if not core.get_aval(g).shape \
-            else g
-        return sel(lax.bitwise_and(lax.gt(lo, x), lax.lt(lo, hi)), g, zeros(x, 0))
+        if not core.get_aval(g).shape:
+            g = rule_ops.broadcast_in_dim(g, core.get_aval(x).shape, ())
+        return sel(bitwise_and(gt(lo, x), lt(lo, hi)), g, zeros(x, 0))
 
     def d_x(g, lo, x, hi):
-        return sel(lax.bitwise_and(lax.gt(x, lo), lax.lt(x, hi)), g, zeros(x, 0))
+        return sel(bitwise_and(gt(x, lo), lt(x, hi)), g, zeros(x, 0))
 
     def d_hi(g, lo, x, hi):
-        g = lax.broadcast_in_dim(g, core.get_aval(x).shape, ()) if not core.get_aval(g).shape \
-            else g
-        return sel(lax.lt(hi, x), g, zeros(x, 0))
+        if not core.get_aval(g).shape:
+            g = rule_ops.broadcast_in_dim(g, core.get_aval(x).shape, ())
+        return sel(lt(hi, x), g, zeros(x, 0))
 
     ad.defjvp(clamp_p, d_lo, d_x, d_hi)
 

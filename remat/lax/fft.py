@@ -14,9 +14,12 @@ import math
 import numpy as np
 import scipy.fft
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
+from remat.lax.complex_parts import conj
+from remat.lax.elementwise import convert_element_type, div, mul
+from remat.lax.shape import broadcast_in_dim, full
 from remat.lax.standard import standard_primitive
 
 __all__ = ["FftType", "fft", "fft_p"]
@@ -116,20 +119,20 @@ def _redundancy_mask(like, n, dtype, scale=1.0):
         mask[-1] = 1
     mask = (mask * scale).astype(dtype)
     shape = _shape(like)
-    return lax.broadcast_in_dim(mask, shape, (len(shape) - 1,))
+    return broadcast_in_dim(mask, shape, (len(shape) - 1,))
 
 
 def _fft_transpose(ct, x, *, fft_type, fft_lengths):
     if fft_type == FftType.RFFT:  # N irfft(conj(ct) / mask)
         dtype = core.get_aval(ct).dtype
-        scaled = lax.div(lax.conj(ct), _redundancy_mask(ct, fft_lengths[-1], dtype))
+        scaled = div(conj(ct), _redundancy_mask(ct, fft_lengths[-1], dtype))
         out = fft_p.bind(scaled, fft_type=FftType.IRFFT, fft_lengths=fft_lengths)
-        result = lax.mul(out, lax.full((), math.prod(fft_lengths), _real_dtype(dtype)))
+        result = mul(out, full((), math.prod(fft_lengths), _real_dtype(dtype)))
     elif fft_type == FftType.IRFFT:  # conj(mask rfft(ct) / N)
         spectrum = fft_p.bind(ct, fft_type=FftType.RFFT, fft_lengths=fft_lengths)
         dtype = core.get_aval(spectrum).dtype
         scale = _redundancy_mask(spectrum, fft_lengths[-1], dtype, 1 / math.prod(fft_lengths))
-        result = lax.conj(lax.mul(spectrum, scale))
+        result = conj(mul(spectrum, scale))
     else:
         result = fft_p.bind(ct, fft_type=fft_type, fft_lengths=fft_lengths)
     return [result]
@@ -157,7 +160,7 @@ def fft(x, fft_type, fft_lengths):
     else:
         target = _complex_dtype(dtype)
     if target != dtype:
-        x = lax.convert_element_type(x, target)
+        x = convert_element_type(x, target)
     fft_lengths = tuple(int(n) for n in fft_lengths)
     if not fft_lengths:
         return x

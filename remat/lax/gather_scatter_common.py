@@ -12,7 +12,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
+from remat.lax import shape as lax_shape
+from remat.lax.elementwise import convert_element_type
 
 __all__ = ["GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers"]
 
@@ -87,14 +89,14 @@ def shift_dims(dims, k=1):
 
 
 def zeros(shape, dtype):
-    return lax.full(shape, 0, dtype)
+    return lax_shape.full(shape, 0, dtype)
 
 
 def as_array_operand(x, dtype_of):
     """Python scalars take the dtype of ``dtype_of`` (weakly typed), as in lax."""
     if dtypes.is_python_scalar(x):
         aval = core.get_aval(dtype_of)
-        return lax.convert_element_type(x, aval.dtype, weak_type=True)
+        return convert_element_type(x, aval.dtype, weak_type=True)
     return x
 
 

@@ -3,9 +3,11 @@ mode) and batching; ``lax.gather`` and ``lax.index_take``."""
 
 import numpy as np
 
-from remat import core, lax
+from remat import core
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
+from remat.lax import rule_ops
+from remat.lax.elementwise import add, lt, rem, select
 from remat.lax.gather_scatter_common import (
     GatherDimensionNumbers,
     GatherScatterMode,
@@ -25,6 +27,7 @@ from remat.lax.gather_scatter_common import (
     window_starts,
     zeros,
 )
+from remat.lax.shape import concatenate, expand_dims, full_like
 from remat.lax.standard import canonical_shape, standard_primitive
 
 __all__ = ["gather", "gather_p", "index_take"]
@@ -165,7 +168,7 @@ def _gather_transpose(ct, operand, indices, *, dimension_numbers, fill_value,
     """A scatter-add with the same mode: CLIP sends the cotangent of a clamped window to
     where it was read; FILL_OR_DROP, PROMISE_IN_BOUNDS and ONE_HOT drop it (as JAX)."""
     assert ad.is_undefined_primal(operand) and not ad.is_undefined_primal(indices)
-    out = lax.scatter_add_p.bind(zeros(operand.aval.shape, core.get_aval(ct).dtype), indices,
+    out = rule_ops.scatter_add_p.bind(zeros(operand.aval.shape, core.get_aval(ct).dtype), indices,
                                  ct, dimension_numbers=scatter_dnums_of_gather(dimension_numbers),
                                  indices_are_sorted=indices_are_sorted, mode=mode,
                                  unique_indices=unique_indices)
@@ -255,13 +258,13 @@ def index_take(src, idxs, axes):
                          f"arrays for axes {axes}")
     columns = []
     for i, ax in zip(idxs, axes):
-        size = lax.full_like(i, shape[ax])
-        wrapped = lax.rem(i, size)
+        size = full_like(i, shape[ax])
+        wrapped = rem(i, size)
         if core.get_aval(i).dtype.kind == "i":  # a floor modulus, as Python's %
-            wrapped = lax.select(lax.lt(wrapped, lax.full_like(wrapped, 0)),
-                                 lax.add(wrapped, size), wrapped)
-        columns.append(lax.expand_dims(wrapped, (1,)))
-    indices = lax.concatenate(columns, 1)
+            wrapped = select(lt(wrapped, full_like(wrapped, 0)),
+                                 add(wrapped, size), wrapped)
+        columns.append(expand_dims(wrapped, (1,)))
+    indices = concatenate(columns, 1)
     slice_sizes = tuple(1 if d in axes else n for d, n in enumerate(shape))
     dnums = GatherDimensionNumbers(
         offset_dims=tuple(range(1, len(shape) - len(axes) + 1)),

@@ -15,10 +15,29 @@ import operator
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
-from remat.lax import combiners
+from remat.lax import combiners, elementwise
+from remat.lax.elementwise import (
+    add,
+    bitwise_and,
+    bitwise_or,
+    bitwise_xor,
+    convert_element_type,
+    mul,
+)
+from remat.lax.reductions import (
+    reduce_and_p,
+    reduce_max_p,
+    reduce_min_p,
+    reduce_or_p,
+    reduce_prod_p,
+    reduce_sum_p,
+    reduce_xor_p,
+)
+from remat.lax.shape import broadcast_in_dim, concatenate, full, reshape
+from remat.lax.slicing import slice_in_dim
 from remat.lax.standard import standard_primitive
 from remat.tree_util import tree_flatten, tree_unflatten
 
@@ -79,19 +98,19 @@ def _reduce_tree(operands, inits, jaxpr, dimensions):
     shape = core.get_aval(operands[0]).shape
     perm, kept, size = _flatten_reduced(shape, dimensions)
     axis = len(kept)
-    xs = [lax.reshape(x, kept + (size,), perm) for x in operands]
+    xs = [reshape(x, kept + (size,), perm) for x in operands]
     while size > 1:
         half = size // 2
-        paired = combiners.apply(jaxpr, [lax.slice_in_dim(x, 0, half, axis=axis) for x in xs] +
-                                 [lax.slice_in_dim(x, half, 2 * half, axis=axis) for x in xs])
+        paired = combiners.apply(jaxpr, [slice_in_dim(x, 0, half, axis=axis) for x in xs] +
+                                 [slice_in_dim(x, half, 2 * half, axis=axis) for x in xs])
         if size % 2:
-            paired = [lax.concatenate([p, lax.slice_in_dim(x, 2 * half, size, axis=axis)], axis)
+            paired = [concatenate([p, slice_in_dim(x, 2 * half, size, axis=axis)], axis)
                       for p, x in zip(paired, xs)]
         xs, size = paired, size - half
-    starts = [lax.broadcast_in_dim(i, kept, ()) for i in inits]
+    starts = [broadcast_in_dim(i, kept, ()) for i in inits]
     if size == 0:
         return starts
-    return combiners.apply(jaxpr, starts + [lax.reshape(x, kept) for x in xs])
+    return combiners.apply(jaxpr, starts + [reshape(x, kept) for x in xs])
 
 
 def _jvp(primals, tangents, *, computation, jaxpr, dimensions):
@@ -126,20 +145,20 @@ def _identity_of(computation, dtype):
     """The identity that makes ``computation`` a monoid reducer on ``dtype``, and the
     primitive it becomes (as JAX's ``_get_monoid_reducer``), or None."""
     intlike = dtype.kind in "biu"
-    if computation is lax.add:
-        return 0, lax.reduce_sum_p
-    if computation is lax.mul:
-        return 1, lax.reduce_prod_p
-    if computation is lax.max:
-        return combiners.max_identity(dtype), lax.reduce_max_p
-    if computation is lax.min:
-        return combiners.min_identity(dtype), lax.reduce_min_p
-    if intlike and computation is lax.bitwise_or:
-        return 0, lax.reduce_or_p
-    if intlike and computation is lax.bitwise_and:
-        return np.array(-1).astype(dtype), lax.reduce_and_p
-    if intlike and computation is lax.bitwise_xor:
-        return 0, lax.reduce_xor_p
+    if computation is add:
+        return 0, reduce_sum_p
+    if computation is mul:
+        return 1, reduce_prod_p
+    if computation is elementwise.max:
+        return combiners.max_identity(dtype), reduce_max_p
+    if computation is elementwise.min:
+        return combiners.min_identity(dtype), reduce_min_p
+    if intlike and computation is bitwise_or:
+        return 0, reduce_or_p
+    if intlike and computation is bitwise_and:
+        return np.array(-1).astype(dtype), reduce_and_p
+    if intlike and computation is bitwise_xor:
+        return 0, reduce_xor_p
     return None
 
 
@@ -176,9 +195,9 @@ def reduce(operands, init_values, computation, dimensions, out_sharding=None):
             weak = core.get_aval(flat_operands[0]).weak_type and \
                 core.get_aval(flat_inits[0]).weak_type
             if core.get_aval(out).weak_type != weak:
-                out = lax.convert_element_type(out, core.get_aval(out).dtype, weak)
+                out = convert_element_type(out, core.get_aval(out).dtype, weak)
             return tree_unflatten(tree, [out])
-    inits = [lax.full((), x) if dtypes.is_python_scalar(x) else x for x in flat_inits]
+    inits = [full((), x) if dtypes.is_python_scalar(x) else x for x in flat_inits]
     avals = [core.get_aval(x) for x in inits]
     jaxpr, out_tree = combiners.trace_combiner(computation, avals, init_tree, "reduction")
     if out_tree != tree:

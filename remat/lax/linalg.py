@@ -18,9 +18,11 @@ import numpy as np
 import scipy.linalg
 from scipy.linalg import blas, lapack
 
-from remat import lax
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
+from remat.lax import complex_parts, elementwise
+from remat.lax.complex_parts import imag
+from remat.lax.elementwise import add, div, eq, integer_pow, mul, neg, sub
 from remat.lax.linalg_common import (
     as_cols,
     as_rows,
@@ -65,6 +67,18 @@ from remat.lax.linalg_forms import (  # noqa: F401 - remat.lax.linalg.<name>, as
     tridiagonal_solve,
     tridiagonal_solve_p,
 )
+from remat.lax.reductions import argmax, reduce_sum
+from remat.lax.shape import (
+    broadcasted_iota,
+    concatenate,
+    expand_dims,
+    full,
+    full_like,
+    pad,
+    reshape,
+    squeeze,
+)
+from remat.lax.slicing import slice_in_dim
 from remat.lax.standard import INEXACT, check_dtype, standard_primitive
 from remat.runtime import parallel
 
@@ -125,7 +139,7 @@ def _cholesky_jvp(primals, tangents):
                            lower=True)
     inner = triangular_solve(chol, tmp, left_side=True, transpose_a=False, lower=True)
     n = shape_of(x)[-1]
-    phi = lax.mul(inner, matrix_const(inner, np.tri(n) - 0.5 * np.eye(n)))
+    phi = mul(inner, matrix_const(inner, np.tri(n) - 0.5 * np.eye(n)))
     return chol, matmul(chol, phi)
 
 
@@ -187,10 +201,10 @@ def _eigh_jvp(primals, tangents, *, lower, sort_eigenvalues, subset_by_index, al
     a_dot = ad.instantiate_zeros(a_dot)
     w = convert(w_real, dtype_of(a))
     eye = eye_like(v)
-    diffs = lax.add(eye, lax.sub(as_rows(w, shape_of(v)), as_cols(w, shape_of(v))))
-    fmat = lax.sub(lax.div(lax.full_like(diffs, 1), diffs), eye)
+    diffs = add(eye, sub(as_rows(w, shape_of(v)), as_cols(w, shape_of(v))))
+    fmat = sub(div(full_like(diffs, 1), diffs), eye)
     vdag_adot_v = matmul(matmul(mH(v), a_dot), v)
-    dv = matmul(v, lax.mul(fmat, vdag_adot_v))
+    dv = matmul(v, mul(fmat, vdag_adot_v))
     dw = diagonal(real(vdag_adot_v))
     return [v, w_real], [dv, dw]
 
@@ -264,19 +278,19 @@ def _eig_vec_jvp(w, v, da):
     largest ``|v_ij|``."""
     shape, nd = shape_of(v), ndim_of(v)
     eye = eye_like(v)
-    fmat = lax.sub(lax.integer_pow(lax.add(eye, lax.sub(as_rows(w, shape), as_cols(w, shape))),
+    fmat = sub(integer_pow(add(eye, sub(as_rows(w, shape), as_cols(w, shape))),
                                    -1), eye)
     lu_, _, perm = lu(v)
     p = matmul(lu_solve(lu_, perm, da), v)
-    u = matmul(v, lax.mul(fmat, p))
-    k = lax.argmax(lax.abs(v), nd - 2, np.int32)
-    rows = lax.broadcasted_iota(np.int32, shape, nd - 2)
-    mask = convert(lax.eq(rows, as_rows(k, shape)), dtype_of(v))
-    v_dot_u = lax.reduce_sum(lax.mul(conj(v), u), (nd - 2,))
-    u_k = lax.reduce_sum(lax.mul(mask, u), (nd - 2,))
-    v_k = lax.reduce_sum(lax.mul(mask, v), (nd - 2,))
-    c = lax.complex(lax.neg(real(v_dot_u)), lax.neg(lax.div(lax.imag(u_k), real(v_k))))
-    return diagonal(p), lax.add(u, lax.mul(v, as_rows(c, shape)))
+    u = matmul(v, mul(fmat, p))
+    k = argmax(elementwise.abs(v), nd - 2, np.int32)
+    rows = broadcasted_iota(np.int32, shape, nd - 2)
+    mask = convert(eq(rows, as_rows(k, shape)), dtype_of(v))
+    v_dot_u = reduce_sum(mul(conj(v), u), (nd - 2,))
+    u_k = reduce_sum(mul(mask, u), (nd - 2,))
+    v_k = reduce_sum(mul(mask, v), (nd - 2,))
+    c = complex_parts.complex(neg(real(v_dot_u)), neg(div(imag(u_k), real(v_k))))
+    return diagonal(p), add(u, mul(v, as_rows(c, shape)))
 
 
 def _eig_jvp(primals, tangents, *, compute_left_eigenvectors, compute_right_eigenvectors,
@@ -298,7 +312,7 @@ def _eig_jvp(primals, tangents, *, compute_left_eigenvectors, compute_right_eige
     if not (left or right):
         lu_, _, perm = lu(vr)
         vinv_da = lu_solve(lu_, perm, da)
-        dw = lax.reduce_sum(lax.mul(vinv_da, mT(vr)), (ndim_of(vr) - 1,))
+        dw = reduce_sum(mul(vinv_da, mT(vr)), (ndim_of(vr) - 1,))
         return [w], [dw]
     dw, dvr = _eig_vec_jvp(w, vr, da)
     primal_out, tangent_out = [w], [dw]
@@ -382,16 +396,16 @@ def _lu_jvp(primals, tangents):
     nd = len(batch) + 2
     zero = scalar_like(a, 0)
     no_pad = [(0, 0, 0)] * len(batch)
-    l_part = lax.slice_in_dim(lu_, 0, k, axis=nd - 1)
-    l_mat = lax.pad(tril(l_part, -1), zero, no_pad + [(0, 0, 0), (0, m - k, 0)])
-    l_mat = lax.add(l_mat, matrix_const(l_mat, np.eye(m)))
-    u_part = lax.slice_in_dim(lu_, 0, k, axis=nd - 2)
-    u_mat = lax.pad(triu(u_part), zero, no_pad + [(0, n - k, 0), (0, 0, 0)])
-    u_mat = lax.add(u_mat, matrix_const(u_mat, np.diag((np.arange(n) >= k).astype(float))))
+    l_part = slice_in_dim(lu_, 0, k, axis=nd - 1)
+    l_mat = pad(tril(l_part, -1), zero, no_pad + [(0, 0, 0), (0, m - k, 0)])
+    l_mat = add(l_mat, matrix_const(l_mat, np.eye(m)))
+    u_part = slice_in_dim(lu_, 0, k, axis=nd - 2)
+    u_mat = pad(triu(u_part), zero, no_pad + [(0, n - k, 0), (0, 0, 0)])
+    u_mat = add(u_mat, matrix_const(u_mat, np.diag((np.arange(n) >= k).astype(float))))
     la = triangular_solve(l_mat, permute_rows(a_dot, permutation), left_side=True, lower=True,
                           unit_diagonal=True)
     lau = triangular_solve(u_mat, la, left_side=False, lower=False)
-    lu_dot = lax.add(matmul(l_mat, tril(lau, -1)), matmul(triu(lau), u_mat))
+    lu_dot = add(matmul(l_mat, tril(lau, -1)), matmul(triu(lau), u_mat))
     return ([lu_, pivots, permutation],
             [lu_dot, ad.Zero.from_primal_value(pivots), ad.Zero.from_primal_value(permutation)])
 
@@ -489,12 +503,12 @@ def _thin_qr_jvp(q, r, dx):
     dx_rinv = triangular_solve(r, dx)  # right side: dx r^-1
     qt_dx_rinv = matmul(mH(q), dx_rinv)
     lower = tril(qt_dx_rinv, -1)
-    do = lax.sub(lower, mH(lower))  # skew-symmetric
+    do = sub(lower, mH(lower))  # skew-symmetric
     if is_complex(q):  # the imaginary part of the diagonal
-        imag_diag = lax.sub(qt_dx_rinv, convert(real(qt_dx_rinv), dtype_of(q)))
-        do = lax.add(do, lax.mul(eye_like(do), imag_diag))
-    dq = lax.add(matmul(q, lax.sub(do, qt_dx_rinv)), dx_rinv)
-    dr = matmul(lax.sub(qt_dx_rinv, do), r)
+        imag_diag = sub(qt_dx_rinv, convert(real(qt_dx_rinv), dtype_of(q)))
+        do = add(do, mul(eye_like(do), imag_diag))
+    dq = add(matmul(q, sub(do, qt_dx_rinv)), dx_rinv)
+    dr = matmul(sub(qt_dx_rinv, do), r)
     return dq, dr
 
 
@@ -508,32 +522,32 @@ def _qr_jvp(primals, tangents, *, pivoting, full_matrices, use_magma):
         x, dx = mT(permute_rows(mT(x), p[0])), mT(permute_rows(mT(dx), p[0]))
     extra = [ad.Zero.from_primal_value(p[0])] if pivoting else []
     if m < n:  # x = [x1 x2], r = [r1 r2]: x1 = q r1 is square, r2 = q^H x2
-        x2 = lax.slice_in_dim(x, m, n, axis=nd - 1)
-        dx1 = lax.slice_in_dim(dx, 0, m, axis=nd - 1)
-        dx2 = lax.slice_in_dim(dx, m, n, axis=nd - 1)
-        r1 = lax.slice_in_dim(r, 0, m, axis=nd - 1)
+        x2 = slice_in_dim(x, m, n, axis=nd - 1)
+        dx1 = slice_in_dim(dx, 0, m, axis=nd - 1)
+        dx2 = slice_in_dim(dx, m, n, axis=nd - 1)
+        r1 = slice_in_dim(r, 0, m, axis=nd - 1)
         dq, dr1 = _thin_qr_jvp(q, r1, dx1)
-        dr2 = lax.add(matmul(mH(dq), x2), matmul(mH(q), dx2))
-        return [q, r, *p], [dq, lax.concatenate([dr1, dr2], nd - 1), *extra]
-    q_mn = lax.slice_in_dim(q, 0, n, axis=nd - 1) if full_matrices else q
-    r_nn = lax.slice_in_dim(r, 0, n, axis=nd - 2) if full_matrices else r
+        dr2 = add(matmul(mH(dq), x2), matmul(mH(q), dx2))
+        return [q, r, *p], [dq, concatenate([dr1, dr2], nd - 1), *extra]
+    q_mn = slice_in_dim(q, 0, n, axis=nd - 1) if full_matrices else q
+    r_nn = slice_in_dim(r, 0, n, axis=nd - 2) if full_matrices else r
     dq_mn, dr_nn = _thin_qr_jvp(q_mn, r_nn, dx)
     if not full_matrices or m == n:
         return [q, r, *p], [dq_mn, dr_nn, *extra]
     # The trailing m - n columns of a full q (arXiv:2409.13374, eqs. 32-33).
-    q_nn = lax.slice_in_dim(q_mn, 0, n, axis=nd - 2)
-    q_pn = lax.slice_in_dim(q_mn, n, m, axis=nd - 2)
-    q_mp = lax.slice_in_dim(q, n, m, axis=nd - 1)
-    dq_nn = lax.slice_in_dim(dq_mn, 0, n, axis=nd - 2)
-    dq_pn = lax.slice_in_dim(dq_mn, n, m, axis=nd - 2)
-    lu_, _, perm = lu(lax.sub(q_nn, eye_like(q_nn)))
+    q_nn = slice_in_dim(q_mn, 0, n, axis=nd - 2)
+    q_pn = slice_in_dim(q_mn, n, m, axis=nd - 2)
+    q_mp = slice_in_dim(q, n, m, axis=nd - 1)
+    dq_nn = slice_in_dim(dq_mn, 0, n, axis=nd - 2)
+    dq_pn = slice_in_dim(dq_mn, n, m, axis=nd - 2)
+    lu_, _, perm = lu(sub(q_nn, eye_like(q_nn)))
     z_pn_h = lu_solve(lu_, perm, mH(q_pn), trans=2)
     z_pn = mH(z_pn_h)
-    dq_mp = lax.sub(matmul(dq_mn, z_pn_h),
-                    matmul(lax.add(q_mn, matmul(q_mp, z_pn)),
-                            mH(lax.sub(dq_pn, matmul(z_pn, dq_nn)))))
-    dq = lax.concatenate([dq_mn, dq_mp], nd - 1)
-    dr = lax.concatenate([dr_nn, lax.full((*batch, m - n, n), 0, dtype_of(dr_nn))], nd - 2)
+    dq_mp = sub(matmul(dq_mn, z_pn_h),
+                    matmul(add(q_mn, matmul(q_mp, z_pn)),
+                            mH(sub(dq_pn, matmul(z_pn, dq_nn)))))
+    dq = concatenate([dq_mn, dq_mp], nd - 1)
+    dr = concatenate([dr_nn, full((*batch, m - n, n), 0, dtype_of(dr_nn))], nd - 2)
     return [q, r, *p], [dq, dr, *extra]
 
 
@@ -610,30 +624,30 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv, subset_by_index, a
     square = (*shape_of(s)[:-1], k, k)
     s_row, s_col = as_rows(s, square), as_cols(s, square)
     eye = eye_like(s_row)
-    s_diffs = lax.mul(lax.add(s_row, s_col), lax.sub(s_row, s_col))
-    f = lax.sub(lax.div(lax.full_like(eye, 1), lax.add(s_diffs, eye)), eye)
+    s_diffs = mul(add(s_row, s_col), sub(s_row, s_col))
+    f = sub(div(full_like(eye, 1), add(s_diffs, eye)), eye)
     f = convert(f, dtype_of(a))
     s_row_a, s_col_a = convert(s_row, dtype_of(a)), convert(s_col, dtype_of(a))
-    dss = lax.mul(s_row_a, ds_mat)
-    sds = lax.mul(s_col_a, ds_mat)
-    du_inner = lax.mul(f, lax.add(dss, mH(dss)))
+    dss = mul(s_row_a, ds_mat)
+    sds = mul(s_col_a, ds_mat)
+    du_inner = mul(f, add(dss, mH(dss)))
     if is_complex(a):  # the imaginary part of the diagonal, for complex inputs
-        s_zeros = convert(lax.eq(s, scalar_like(s, 0)), dtype_of(s))
-        s_inv = lax.sub(lax.div(lax.full_like(s, 1), lax.add(s, s_zeros)), s_zeros)
-        s_inv_mat = convert(lax.mul(eye, as_rows(s_inv, square)), dtype_of(a))
+        s_zeros = convert(eq(s, scalar_like(s, 0)), dtype_of(s))
+        s_inv = sub(div(full_like(s, 1), add(s, s_zeros)), s_zeros)
+        s_inv_mat = convert(mul(eye, as_rows(s_inv, square)), dtype_of(a))
         half = scalar_like(ds_mat, 0.5)
-        du_inner = lax.add(du_inner, lax.mul(lax.mul(half, lax.sub(ds_mat, mH(ds_mat))),
+        du_inner = add(du_inner, mul(mul(half, sub(ds_mat, mH(ds_mat))),
                                              s_inv_mat))
     du = matmul(u, du_inner)
-    dv = matmul(v, lax.mul(f, lax.add(sds, mH(sds))))
+    dv = matmul(v, mul(f, add(sds, mH(sds))))
     if m > n:
         dav = matmul(da, v)
-        proj = lax.sub(dav, matmul(u, matmul(ut, dav)))
-        du = lax.add(du, lax.div(proj, as_rows(convert(s, dtype_of(a)), shape_of(proj))))
+        proj = sub(dav, matmul(u, matmul(ut, dav)))
+        du = add(du, div(proj, as_rows(convert(s, dtype_of(a)), shape_of(proj))))
     if n > m:
         dahu = matmul(mH(da), u)
-        proj = lax.sub(dahu, matmul(v, matmul(vt, dahu)))
-        dv = lax.add(dv, lax.div(proj, as_rows(convert(s, dtype_of(a)), shape_of(proj))))
+        proj = sub(dahu, matmul(v, matmul(vt, dahu)))
+        dv = add(dv, div(proj, as_rows(convert(s, dtype_of(a)), shape_of(proj))))
     return [s, u, vt], [ds, du, mH(dv)]
 
 
@@ -699,7 +713,7 @@ def _triangular_solve_jvp_a(g_a, ans, a, b, *, left_side, lower, transpose_a, co
     """``d(A^-1 B) = -A^-1 dA A^-1 B`` (on the used triangle), in the cheaper order."""
     m, n = shape_of(b)[-2:]
     k = 1 if unit_diagonal else 0
-    g_a = lax.neg(tril(g_a, -k) if lower else triu(g_a, k))
+    g_a = neg(tril(g_a, -k) if lower else triu(g_a, k))
     g_a = mT(g_a) if transpose_a else g_a
     g_a = conj(g_a) if conjugate_a else g_a
     params = dict(left_side=left_side, lower=lower, transpose_a=transpose_a,
@@ -734,14 +748,14 @@ def _triangular_solve_batch(vals, dims, **params):
         nd = len(b_shape)
         if params["left_side"]:
             b = batching.moveaxis(b, bd_b, nd - 1)  # [..., m, n, B]
-            flat = lax.reshape(b, (*shape_of(b)[:-2], shape_of(b)[-2] * shape_of(b)[-1]))
+            flat = reshape(b, (*shape_of(b)[:-2], shape_of(b)[-2] * shape_of(b)[-1]))
             out = triangular_solve_p.bind(a, flat, **params)
-            return lax.reshape(out, shape_of(b)), nd - 1
+            return reshape(out, shape_of(b)), nd - 1
         b = batching.moveaxis(b, bd_b, nd - 2)  # [..., n, B, m]
         s = shape_of(b)
-        flat = lax.reshape(b, (*s[:-3], s[-3] * s[-2], s[-1]))
+        flat = reshape(b, (*s[:-3], s[-3] * s[-2], s[-1]))
         out = triangular_solve_p.bind(a, flat, **params)
-        return lax.reshape(out, s), nd - 2
+        return reshape(out, s), nd - 2
     size = batching.axis_size_of(vals, dims)
     a = batching.bdim_at_front(a, bd_a, size)
     b = batching.bdim_at_front(b, bd_b, size)
@@ -761,12 +775,12 @@ def triangular_solve(a, b, *, left_side=False, lower=False, transpose_a=False,
     conjugate_a = bool(conjugate_a) and is_complex(a)
     singleton = ndim_of(b) == ndim_of(a) - 1
     if singleton:
-        b = lax.expand_dims(b, (ndim_of(b) if left_side else ndim_of(b) - 1,))
+        b = expand_dims(b, (ndim_of(b) if left_side else ndim_of(b) - 1,))
     out = triangular_solve_p.bind(a, b, left_side=bool(left_side), lower=bool(lower),
                                   transpose_a=bool(transpose_a), conjugate_a=conjugate_a,
                                   unit_diagonal=bool(unit_diagonal))
     if singleton:
-        out = lax.squeeze(out, (ndim_of(out) - 1 if left_side else ndim_of(out) - 2,))
+        out = squeeze(out, (ndim_of(out) - 1 if left_side else ndim_of(out) - 2,))
     return out
 
 

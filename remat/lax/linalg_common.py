@@ -7,8 +7,24 @@ failure)."""
 import numpy as np
 from scipy.linalg import lapack
 
-from remat import core, lax
+from remat import core
 from remat.interpreters import batching
+from remat.lax import complex_parts
+from remat.lax.dot import dot_general
+from remat.lax.elementwise import add, convert_element_type, div, select
+from remat.lax.gather_scatter_common import GatherDimensionNumbers
+from remat.lax.gathers import gather
+from remat.lax.reductions import reduce_sum
+from remat.lax.shape import (
+    broadcast_in_dim,
+    broadcasted_iota,
+    expand_dims,
+    full,
+    full_like,
+    transpose,
+)
+from remat.lax.slicing import slice_in_dim
+from remat.lax.sorting import sort_key_val
 from remat.lax.standard import INEXACT, check_dtype
 from remat.runtime import parallel
 
@@ -33,16 +49,16 @@ def is_complex(x):
 
 def mT(x):
     nd = ndim_of(x)
-    return lax.transpose(x, (*range(nd - 2), nd - 1, nd - 2))
+    return transpose(x, (*range(nd - 2), nd - 1, nd - 2))
 
 
 def conj(x):
     # Real values are their own conjugates; complex ones need the elementwise ``conj``.
-    return lax.conj(x) if is_complex(x) else x
+    return complex_parts.conj(x) if is_complex(x) else x
 
 
 def real(x):
-    return lax.real(x) if is_complex(x) else x
+    return complex_parts.real(x) if is_complex(x) else x
 
 
 def mH(x):
@@ -53,26 +69,26 @@ def matmul(a, b):
     """``a @ b`` of matrices with equal leading batch dims."""
     nd = ndim_of(a)
     batch = tuple(range(nd - 2))
-    return lax.dot_general(a, b, (((nd - 1,), (nd - 2,)), (batch, batch)))
+    return dot_general(a, b, (((nd - 1,), (nd - 2,)), (batch, batch)))
 
 
 def scalar_like(x, value):
-    return lax.full((), value, dtype_of(x))
+    return full((), value, dtype_of(x))
 
 
 def matrix_const(x, value):
     """A constant ``[m, n]`` matrix broadcast to ``x``'s (batch) shape and dtype."""
     nd = ndim_of(x)
     value = np.asarray(value, dtype_of(x))
-    return lax.broadcast_in_dim(value, shape_of(x), (nd - 2, nd - 1))
+    return broadcast_in_dim(value, shape_of(x), (nd - 2, nd - 1))
 
 
 def select_mask(x, mask):
     """``x`` where the constant ``[m, n]`` boolean ``mask`` holds, else 0 (a select, so
     infinities outside the mask do not leak in as NaNs)."""
     nd = ndim_of(x)
-    pred = lax.broadcast_in_dim(np.asarray(mask), shape_of(x), (nd - 2, nd - 1))
-    return lax.select(pred, x, lax.full_like(x, 0))
+    pred = broadcast_in_dim(np.asarray(mask), shape_of(x), (nd - 2, nd - 1))
+    return select(pred, x, full_like(x, 0))
 
 
 def tril(x, k=0):
@@ -91,47 +107,47 @@ def eye_like(x):
 
 
 def symmetrize(x):
-    return lax.div(lax.add(x, mH(x)), scalar_like(x, 2))
+    return div(add(x, mH(x)), scalar_like(x, 2))
 
 
 def diagonal(x):
     """The diagonal of the last two axes, ``[..., min(m, n)]``."""
     m, n = shape_of(x)[-2:]
-    out = lax.reduce_sum(select_mask(x, np.eye(m, n, dtype=bool)), (ndim_of(x) - 2,))
-    return lax.slice_in_dim(out, 0, min(m, n), axis=ndim_of(out) - 1)
+    out = reduce_sum(select_mask(x, np.eye(m, n, dtype=bool)), (ndim_of(x) - 2,))
+    return slice_in_dim(out, 0, min(m, n), axis=ndim_of(out) - 1)
 
 
 def as_rows(v, shape):
     """``v[..., k]`` broadcast to ``shape = [..., r, k]``: ``out[..., i, j] = v[..., j]``."""
     nb = ndim_of(v) - 1
-    return lax.broadcast_in_dim(v, shape, (*range(nb), nb + 1))
+    return broadcast_in_dim(v, shape, (*range(nb), nb + 1))
 
 
 def as_cols(v, shape):
     """``v[..., k]`` broadcast to ``shape = [..., k, c]``: ``out[..., i, j] = v[..., i]``."""
     nb = ndim_of(v) - 1
-    return lax.broadcast_in_dim(v, shape, tuple(range(nb + 1)))
+    return broadcast_in_dim(v, shape, tuple(range(nb + 1)))
 
 
 def convert(x, dtype):
-    return x if dtype_of(x) == dtype else lax.convert_element_type(x, dtype)
+    return x if dtype_of(x) == dtype else convert_element_type(x, dtype)
 
 
 def permute_rows(x, permutation):
     """``x[..., permutation, :]`` (a gather, so it transposes to a scatter-add)."""
     nb = ndim_of(x) - 2
     k = shape_of(x)[-1]
-    dnums = lax.GatherDimensionNumbers(
+    dnums = GatherDimensionNumbers(
         offset_dims=(nb + 1,), collapsed_slice_dims=(nb,), start_index_map=(nb,),
         operand_batching_dims=tuple(range(nb)), start_indices_batching_dims=tuple(range(nb)))
-    return lax.gather(x, lax.expand_dims(permutation, (nb + 1,)), dnums, (1,) * (nb + 1) + (k,),
+    return gather(x, expand_dims(permutation, (nb + 1,)), dnums, (1,) * (nb + 1) + (k,),
                       indices_are_sorted=False, unique_indices=True, mode="promise_in_bounds")
 
 
 def inverse_permutation(permutation):
     last = ndim_of(permutation) - 1
-    iota = lax.broadcasted_iota(dtype_of(permutation), shape_of(permutation), last)
-    return lax.sort_key_val(permutation, iota, last)[1]
+    iota = broadcasted_iota(dtype_of(permutation), shape_of(permutation), last)
+    return sort_key_val(permutation, iota, last)[1]
 
 
 def batch_leading(prim):

@@ -8,9 +8,9 @@ import numpy as np
 import scipy.linalg
 from scipy.linalg import lapack
 
-from remat import lax
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
+from remat.lax.elementwise import add, mul, neg
 from remat.lax.linalg_common import (
     as_cols,
     batch_leading,
@@ -23,6 +23,8 @@ from remat.lax.linalg_common import (
     real_dtype,
     shape_of,
 )
+from remat.lax.shape import concatenate, full, reshape
+from remat.lax.slicing import slice_in_dim
 from remat.lax.standard import INEXACT, check_dtype, standard_primitive
 from remat.runtime import parallel
 
@@ -107,12 +109,12 @@ def _tridiagonal_product(dl, d, du, b):
     """``T b`` for the tridiagonal ``T`` with diagonals ``dl, d, du``."""
     nd = ndim_of(b)
     m = shape_of(b)[-2]
-    y = lax.mul(as_cols(d, shape_of(b)), b)
-    zero_row = lax.full((*shape_of(b)[:-2], 1, shape_of(b)[-1]), 0, dtype_of(b))
-    below = lax.concatenate([zero_row, lax.slice_in_dim(b, 0, m - 1, axis=nd - 2)], nd - 2)
-    above = lax.concatenate([lax.slice_in_dim(b, 1, m, axis=nd - 2), zero_row], nd - 2)
-    y = lax.add(y, lax.mul(as_cols(dl, shape_of(b)), below))
-    return lax.add(y, lax.mul(as_cols(du, shape_of(b)), above))
+    y = mul(as_cols(d, shape_of(b)), b)
+    zero_row = full((*shape_of(b)[:-2], 1, shape_of(b)[-1]), 0, dtype_of(b))
+    below = concatenate([zero_row, slice_in_dim(b, 0, m - 1, axis=nd - 2)], nd - 2)
+    above = concatenate([slice_in_dim(b, 1, m, axis=nd - 2), zero_row], nd - 2)
+    y = add(y, mul(as_cols(dl, shape_of(b)), below))
+    return add(y, mul(as_cols(du, shape_of(b)), above))
 
 
 def _tridiagonal_solve_jvp(primals, tangents, *, perturb_singular):
@@ -123,7 +125,7 @@ def _tridiagonal_solve_jvp(primals, tangents, *, perturb_singular):
         rhs = b_dot
     else:
         matvec_dot = _tridiagonal_product(*map(ad.instantiate_zeros, diags_dot), ans)
-        rhs = ad.add_tangents(b_dot, lax.neg(matvec_dot))
+        rhs = ad.add_tangents(b_dot, neg(matvec_dot))
     return ans, tridiagonal_solve_p.bind(*diags, ad.instantiate_zeros(rhs),
                                          perturb_singular=perturb_singular)
 
@@ -133,9 +135,9 @@ def _tridiagonal_solve_transpose(ct, dl, d, du, b, *, perturb_singular):
         raise ValueError("tridiagonal_solve is linear only in its right-hand side b")
     nd = ndim_of(du)
     m = shape_of(du)[-1]
-    zero = lax.full((*shape_of(du)[:-1], 1), 0, dtype_of(du))
-    dl_t = lax.concatenate([zero, lax.slice_in_dim(du, 0, m - 1, axis=nd - 1)], nd - 1)
-    du_t = lax.concatenate([lax.slice_in_dim(dl, 1, m, axis=nd - 1), zero], nd - 1)
+    zero = full((*shape_of(du)[:-1], 1), 0, dtype_of(du))
+    dl_t = concatenate([zero, slice_in_dim(du, 0, m - 1, axis=nd - 1)], nd - 1)
+    du_t = concatenate([slice_in_dim(dl, 1, m, axis=nd - 1), zero], nd - 1)
     return [None, None, None,
             tridiagonal_solve_p.bind(dl_t, d, du_t, ct, perturb_singular=perturb_singular)]
 
@@ -145,9 +147,9 @@ def _tridiagonal_solve_batch(vals, dims, *, perturb_singular):
     if bdl is bd is bdu is batching.not_mapped:  # fold the vmapped dim into b's columns
         b = batching.moveaxis(b, bb, ndim_of(b) - 1)
         s = shape_of(b)
-        out = tridiagonal_solve_p.bind(dl, d, du, lax.reshape(b, (*s[:-2], s[-2] * s[-1])),
+        out = tridiagonal_solve_p.bind(dl, d, du, reshape(b, (*s[:-2], s[-2] * s[-1])),
                                        perturb_singular=perturb_singular)
-        return lax.reshape(out, s), len(s) - 1
+        return reshape(out, s), len(s) - 1
     size = batching.axis_size_of(vals, dims)
     vals = [batching.bdim_at_front(x, dim, size) for x, dim in zip(vals, dims)]
     return tridiagonal_solve_p.bind(*vals, perturb_singular=perturb_singular), 0

@@ -21,10 +21,14 @@ import math
 
 import numpy as np
 
-from remat import core, distributed, dtypes, lax, named_axes
+from remat import core, distributed, dtypes, named_axes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
 from remat.lax import process_collectives
+from remat.lax.elementwise import add, convert_element_type, div, eq, mul, select_n
+from remat.lax.reductions import reduce_max, reduce_min, reduce_sum
+from remat.lax.shape import broadcast_in_dim, concatenate, full, full_like, iota, reshape, squeeze
+from remat.lax.slicing import dynamic_index_in_dim, index_in_dim, slice_in_dim
 from remat.lax.standard import NUMBER, check_dtype, standard_primitive
 from remat.tree_util import tree_map
 
@@ -88,13 +92,13 @@ def _check_axis(fname, axis, ndim, what="axis"):
 def _merge(x, first):
     """``x`` with dims ``first`` and ``first + 1`` merged (the first major)."""
     shape = core.get_aval(x).shape
-    return lax.reshape(x, shape[:first] + (shape[first] * shape[first + 1],) + shape[first + 2:])
+    return reshape(x, shape[:first] + (shape[first] * shape[first + 1],) + shape[first + 2:])
 
 
 def _split(x, dim, outer):
     """``x`` with dim ``dim`` split into ``(outer, rest)``."""
     shape = core.get_aval(x).shape
-    return lax.reshape(x, shape[:dim] + (outer, shape[dim] // outer) + shape[dim + 1:])
+    return reshape(x, shape[:dim] + (outer, shape[dim] // outer) + shape[dim + 1:])
 
 
 # --- psum, pmax, pmin ------------------------------------------------------------------------
@@ -118,8 +122,8 @@ psum_p = _reduce_primitive("psum", NUMBER)
 pmax_p = _reduce_primitive("pmax", _ORDERED)
 pmin_p = _reduce_primitive("pmin", _ORDERED)
 
-_LOCAL_REDUCE = {psum_p: ("reduce_sum", "sum"), pmax_p: ("reduce_max", "max"),
-                 pmin_p: ("reduce_min", "min")}
+_LOCAL_REDUCE = {psum_p: (reduce_sum, "sum"), pmax_p: (reduce_max, "max"),
+                 pmin_p: (reduce_min, "min")}
 
 
 def _reduce_named(prim):
@@ -127,9 +131,9 @@ def _reduce_named(prim):
         (x,), (d,) = vals, dims
         local_reduce, op = _LOCAL_REDUCE[prim]
         if d is not_mapped:
-            out = lax.mul(x, lax.full_like(x, size)) if prim is psum_p else x
+            out = mul(x, full_like(x, size)) if prim is psum_p else x
         else:
-            out = getattr(lax, local_reduce)(x, (d,))
+            out = local_reduce(x, (d,))
         if _spanning_processes(axis_name, size) is not None:
             out = process_collectives.process_allreduce(out, op)
         return out, not_mapped
@@ -158,10 +162,10 @@ def _extremum_jvp(prim):
         out = prim.bind(x, axis_name=axis_name)
         if type(t) is ad.Zero:
             return out, ad.Zero.from_primal_value(out)
-        hit = lax.convert_element_type(lax.eq(x, out), core.get_aval(t).dtype)
+        hit = convert_element_type(eq(x, out), core.get_aval(t).dtype)
         hits = psum_p.bind(hit, axis_name=axis_name)
-        picked = psum_p.bind(lax.mul(t, hit), axis_name=axis_name)
-        return out, lax.div(picked, hits)
+        picked = psum_p.bind(mul(t, hit), axis_name=axis_name)
+        return out, div(picked, hits)
 
     ad.primitive_jvps[prim] = jvp
 
@@ -176,7 +180,7 @@ def _tree_reduce(prim, x, axis_name, axis_index_groups, fname):
 
     def one(leaf):
         if prim is psum_p and dtypes.kind(core.get_aval(leaf).dtype) == "b":
-            leaf = lax.convert_element_type(leaf, dtypes.int32)
+            leaf = convert_element_type(leaf, dtypes.int32)
         # checked here too: the vmapped axis's rule skips abstract eval
         check_dtype(fname, core.get_aval(leaf), NUMBER if prim is psum_p else _ORDERED)
         for name in names:
@@ -210,8 +214,8 @@ def pmean(x, axis_name, *, axis_index_groups=None):
     def mean(leaf):
         aval = core.get_aval(leaf)
         if not dtypes.is_inexact(aval.dtype):
-            leaf = lax.convert_element_type(leaf, dtypes.default_float_dtype())
-        return lax.div(leaf, lax.full_like(leaf, size))
+            leaf = convert_element_type(leaf, dtypes.default_float_dtype())
+        return div(leaf, full_like(leaf, size))
 
     return tree_map(mean, psum(x, axis_name, axis_index_groups=axis_index_groups))
 
@@ -228,10 +232,10 @@ axis_index_p = standard_primitive("axis_index", _unbound_impl, _axis_index_abstr
 
 
 def _axis_index_named(size, name, vals, dims, *, axis_name):
-    index = lax.iota(dtypes.int32, size)
+    index = iota(dtypes.int32, size)
     span = _spanning_processes(axis_name, size)
     if span is not None:
-        index = lax.add(index, lax.full_like(index, span[1] * size))
+        index = add(index, full_like(index, span[1] * size))
     return index, 0
 
 
@@ -248,7 +252,7 @@ def axis_index(axis_name):
             index = here
         else:
             size = named_axes.axis_frame(name).size
-            index = lax.add(lax.mul(index, lax.full_like(index, size)), here)
+            index = add(mul(index, full_like(index, size)), here)
     return index
 
 
@@ -313,7 +317,7 @@ reduce_scatter_p = standard_primitive("reduce_scatter", _unbound_impl,
 
 def _reduce_scatter_named(size, name, vals, dims, *, axis_name, scatter_dimension, tiled):
     (x,), (d,) = vals, dims
-    summed = lax.mul(x, lax.full_like(x, size)) if d is not_mapped else lax.reduce_sum(x, (d,))
+    summed = mul(x, full_like(x, size)) if d is not_mapped else reduce_sum(x, (d,))
     span = _spanning_processes(axis_name, size)
     members = size if span is None else span[0] * size
     if tiled:
@@ -385,7 +389,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, t
             raise ValueError(f"psum_scatter: the scatter dimension {dim} of size {n} does not "
                              f"match the size {total} of axes {names}")
         parts = tuple(sizes) + ((n // total,) if tiled else ())
-        leaf = lax.reshape(leaf, aval.shape[:dim] + parts + aval.shape[dim + 1:])
+        leaf = reshape(leaf, aval.shape[:dim] + parts + aval.shape[dim + 1:])
         for name in names:
             leaf = reduce_scatter_p.bind(leaf, axis_name=name, scatter_dimension=dim,
                                          tiled=False)
@@ -491,17 +495,17 @@ def _gathered_members(x, d, size, axis_name):
 
 
 def _row(x, i):
-    return lax.slice_in_dim(x, i, i + 1, axis=0)
+    return slice_in_dim(x, i, i + 1, axis=0)
 
 
 def _ppermute_named(size, name, vals, dims, *, axis_name, perm):
     (x,), (d,) = vals, dims
     everyone, first = _gathered_members(x, d, size, axis_name)
     source = {dst: src for src, dst in perm}
-    zero = lax.full_like(_row(everyone, 0), 0)
+    zero = full_like(_row(everyone, 0), 0)
     rows = [_row(everyone, source[g]) if g in source else zero
             for g in range(first, first + size)]
-    return lax.concatenate(rows, 0), 0
+    return concatenate(rows, 0), 0
 
 
 def _ppermute_transpose(ct, *, axis_name, perm):
@@ -545,9 +549,9 @@ def _pick_member(x, names, sources):
     table = np.array([0 if s is None else s for s in sources], np.int32)
     keep = np.array([s is not None for s in sources], core.get_aval(x).dtype)
     everyone = all_gather(x, names)
-    row = lax.dynamic_index_in_dim(everyone, lax.dynamic_index_in_dim(table, me, 0, False),
+    row = dynamic_index_in_dim(everyone, dynamic_index_in_dim(table, me, 0, False),
                                    0, False)
-    return lax.mul(row, lax.broadcast_in_dim(lax.dynamic_index_in_dim(keep, me, 0, False),
+    return mul(row, broadcast_in_dim(dynamic_index_in_dim(keep, me, 0, False),
                                              core.get_aval(row).shape, ()))
 
 
@@ -576,20 +580,20 @@ def _pbroadcast_named(size, name, vals, dims, *, axis_name, source):
     x = _at_front(x, d, size)
     span = _spanning_processes(axis_name, size)
     if span is None:
-        return lax.squeeze(_row(x, source), (0,)), not_mapped
+        return squeeze(_row(x, source), (0,)), not_mapped
     first = span[1] * size
     if first <= source < first + size:
-        mine = lax.squeeze(_row(x, source - first), (0,))
+        mine = squeeze(_row(x, source - first), (0,))
     else:
-        mine = lax.full_like(lax.squeeze(_row(x, 0), (0,)), 0)
+        mine = full_like(squeeze(_row(x, 0), (0,)), 0)
     return process_collectives.process_allreduce(mine, "sum"), not_mapped
 
 
 def _pbroadcast_transpose(ct, *, axis_name, source):
     total = psum_p.bind(ad.instantiate_zeros(ct), axis_name=axis_name)
-    here = lax.eq(axis_index_p.bind(axis_name=axis_name), lax.full((), source, dtypes.int32))
-    here = lax.broadcast_in_dim(here, core.get_aval(total).shape, ())
-    return [lax.select_n(here, lax.full_like(total, 0), total)]
+    here = eq(axis_index_p.bind(axis_name=axis_name), full((), source, dtypes.int32))
+    here = broadcast_in_dim(here, core.get_aval(total).shape, ())
+    return [select_n(here, full_like(total, 0), total)]
 
 
 batching.collective_batchers[pbroadcast_p] = _pbroadcast_named
@@ -608,7 +612,7 @@ def pbroadcast(x, axis_name, source):
             if not 0 <= source < size:
                 raise ValueError(f"pbroadcast: source {source} is outside axes {names} of "
                                  f"size {size}")
-            return lax.index_in_dim(all_gather(leaf, names), source, 0, False)
+            return index_in_dim(all_gather(leaf, names), source, 0, False)
         _pbroadcast_abstract_eval(core.get_aval(leaf), axis_name=names[0], source=source)
         return pbroadcast_p.bind(leaf, axis_name=names[0], source=source)
 

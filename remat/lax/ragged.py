@@ -11,7 +11,11 @@ the contraction), and batch ``[b,m,k] x [b,k,n] -> [b,m,n]`` (a plain batched do
 
 import dataclasses
 
-from remat import core, lax
+from remat import core
+from remat.lax.dot import dot_general
+from remat.lax.elementwise import bitwise_and, le, lt, select, sub
+from remat.lax.reductions import cumsum
+from remat.lax.shape import broadcast, broadcast_in_dim, broadcasted_iota, full_like, transpose
 
 __all__ = ["RaggedDotDimensionNumbers", "ragged_dot", "ragged_dot_general"]
 
@@ -73,17 +77,17 @@ def _expand(x, dim, group_sizes, axes):
     shape = core.get_aval(x).shape
     gs_shape = core.get_aval(group_sizes).shape
     out_shape = (gs_shape[-1],) + shape
-    ends = lax.cumsum(group_sizes, axis=len(gs_shape) - 1)
-    starts = lax.sub(ends, group_sizes)
+    ends = cumsum(group_sizes, axis=len(gs_shape) - 1)
+    starts = sub(ends, group_sizes)
     # group_sizes' dims go to (a + 1 for a in axes) and 0, in increasing order
     targets = [a + 1 for a in axes] + [0]
     order = sorted(range(len(targets)), key=targets.__getitem__)
-    ends = lax.broadcast_in_dim(lax.transpose(ends, order), out_shape, sorted(targets))
-    starts = lax.broadcast_in_dim(lax.transpose(starts, order), out_shape, sorted(targets))
-    iota = lax.broadcasted_iota(core.get_aval(group_sizes).dtype, out_shape, dim + 1)
-    mask = lax.bitwise_and(lax.le(starts, iota), lax.lt(iota, ends))
-    wide = lax.broadcast_in_dim(x, out_shape, tuple(range(1, len(out_shape))))
-    return lax.select(mask, wide, lax.full_like(wide, 0))
+    ends = broadcast_in_dim(transpose(ends, order), out_shape, sorted(targets))
+    starts = broadcast_in_dim(transpose(starts, order), out_shape, sorted(targets))
+    iota = broadcasted_iota(core.get_aval(group_sizes).dtype, out_shape, dim + 1)
+    mask = bitwise_and(le(starts, iota), lt(iota, ends))
+    wide = broadcast_in_dim(x, out_shape, tuple(range(1, len(out_shape))))
+    return select(mask, wide, full_like(wide, 0))
 
 
 def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, precision=None,
@@ -129,8 +133,8 @@ def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, prec
         raise TypeError("ragged_dot_general requires zero group dimensions in the rhs when "
                         "lhs ragged dimension is contracting or batch.")
     if len(gs_aval.shape) == 1:
-        group_sizes = lax.broadcast(group_sizes, tuple(lhs_shape[i] for i in prefix))
-    dot = lambda a, b, dn: lax.dot_general(a, b, dn, precision=precision,  # noqa: E731
+        group_sizes = broadcast(group_sizes, tuple(lhs_shape[i] for i in prefix))
+    dot = lambda a, b, dn: dot_general(a, b, dn, precision=precision,  # noqa: E731
                                            preferred_element_type=preferred_element_type)
     up = lambda dims: [d + 1 for d in dims]  # noqa: E731
     if mode == "noncontracting":

@@ -10,9 +10,35 @@ they are exact where the operand has zeros and can themselves be differentiated 
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
+from remat.lax import elementwise, rule_ops
+from remat.lax.elementwise import (
+    add,
+    convert_element_type,
+    div,
+    eq,
+    exp,
+    log1p,
+    mul,
+    ne,
+    neg,
+    select,
+    sub,
+)
+from remat.lax.shape import (
+    broadcast_in_dim,
+    concatenate,
+    expand_dims,
+    full,
+    full_like,
+    pad,
+    reshape,
+    rev,
+    squeeze,
+    transpose,
+)
 from remat.lax.standard import ANY, NUMBER, check_dtype, standard_primitive
 from remat.runtime import registry
 
@@ -199,7 +225,7 @@ ad.defjvp_zero(reduce_xor_p)
 
 def _reduce_sum_transpose(ct, x, axes):
     shape = x.aval.shape
-    return [lax.broadcast_in_dim(ct, shape, _kept_dims(len(shape), axes))]
+    return [broadcast_in_dim(ct, shape, _kept_dims(len(shape), axes))]
 
 
 ad.deflinear2(reduce_sum_p, _reduce_sum_transpose)
@@ -211,10 +237,10 @@ ad.deflinear2(reduce_sum_p, _reduce_sum_transpose)
 def _chooser_jvp(g, ans, x, axes):
     shape = core.get_aval(x).shape
     dtype = core.get_aval(g).dtype
-    at_choice = lax.eq(x, lax.broadcast_in_dim(ans, shape, _kept_dims(len(shape), axes)))
-    mask = lax.convert_element_type(at_choice, dtype)
-    counts = lax.reduce_sum(mask, axes)
-    return lax.div(lax.reduce_sum(lax.mul(g, mask), axes), counts)
+    at_choice = eq(x, broadcast_in_dim(ans, shape, _kept_dims(len(shape), axes)))
+    mask = convert_element_type(at_choice, dtype)
+    counts = reduce_sum(mask, axes)
+    return div(reduce_sum(mul(g, mask), axes), counts)
 
 
 ad.defjvp2(reduce_max_p, _chooser_jvp)
@@ -236,23 +262,23 @@ def _reduce_prod_jvp(primals, tangents, axes):
     kept_shape = tuple(aval.shape[d] for d in kept)
     n = int(np.prod([aval.shape[a] for a in axes], dtype=np.int64))
     if n == 0:
-        return out, lax.full(kept_shape, 0, core.get_aval(t).dtype)
+        return out, full(kept_shape, 0, core.get_aval(t).dtype)
     perm = kept + tuple(axes)
-    x = lax.reshape(lax.transpose(x, perm), kept_shape + (n,))
-    t = lax.reshape(lax.transpose(t, perm), kept_shape + (n,))
+    x = reshape(transpose(x, perm), kept_shape + (n,))
+    t = reshape(transpose(t, perm), kept_shape + (n,))
     last = len(kept_shape)
     while n > 1:
         if n % 2:
             x = _extend(x, last, 1, 1)
             t = _extend(t, last, 1, 0)
             n += 1
-        x = lax.reshape(x, kept_shape + (n // 2, 2))
-        t = lax.reshape(t, kept_shape + (n // 2, 2))
+        x = reshape(x, kept_shape + (n // 2, 2))
+        t = reshape(t, kept_shape + (n // 2, 2))
         # d(a*b) = da*b + a*db: each tangent meets the other member of its pair
-        t = lax.reduce_sum(lax.mul(t, lax.rev(x, (last + 1,))), (last + 1,))
-        x = lax.reduce_prod(x, (last + 1,))
+        t = reduce_sum(mul(t, rev(x, (last + 1,))), (last + 1,))
+        x = reduce_prod(x, (last + 1,))
         n //= 2
-    return out, lax.reshape(t, kept_shape)
+    return out, reshape(t, kept_shape)
 
 
 ad.primitive_jvps[reduce_prod_p] = _reduce_prod_jvp
@@ -371,14 +397,14 @@ def _crop(x, axis, lo, hi):
         return x
     config = [(0, 0, 0)] * core.get_aval(x).ndim
     config[axis] = (-lo, -hi, 0)
-    return lax.pad(x, lax.full((), 0, core.get_aval(x).dtype), config)
+    return pad(x, full((), 0, core.get_aval(x).dtype), config)
 
 
 def _extend(x, axis, hi, value):
     """``x`` with ``hi`` entries equal to ``value`` appended along ``axis``."""
     config = [(0, 0, 0)] * core.get_aval(x).ndim
     config[axis] = (0, hi, 0)
-    return lax.pad(x, lax.full((), value, core.get_aval(x).dtype), config)
+    return pad(x, full((), value, core.get_aval(x).dtype), config)
 
 
 def _length(x, axis):
@@ -392,9 +418,9 @@ def _even_odd(x, axis):
     if n % 2:
         x = _extend(x, axis, 1, 0)
     half = (n + 1) // 2
-    pairs = lax.reshape(x, shape[:axis] + (half, 2) + shape[axis + 1:])
-    even = lax.squeeze(_crop(pairs, axis + 1, 0, 1), (axis + 1,))
-    odd = lax.squeeze(_crop(pairs, axis + 1, 1, 0), (axis + 1,))
+    pairs = reshape(x, shape[:axis] + (half, 2) + shape[axis + 1:])
+    even = squeeze(_crop(pairs, axis + 1, 0, 1), (axis + 1,))
+    odd = squeeze(_crop(pairs, axis + 1, 1, 0), (axis + 1,))
     return even, _crop(odd, axis, 0, n % 2)
 
 
@@ -404,9 +430,9 @@ def _interleave(even, odd, axis):
     if extra:
         odd = _extend(odd, axis, 1, 0)
     shape = core.get_aval(even).shape
-    both = lax.concatenate([lax.expand_dims(even, (axis + 1,)),
-                            lax.expand_dims(odd, (axis + 1,))], axis + 1)
-    out = lax.reshape(both, shape[:axis] + (2 * shape[axis],) + shape[axis + 1:])
+    both = concatenate([expand_dims(even, (axis + 1,)),
+                            expand_dims(odd, (axis + 1,))], axis + 1)
+    out = reshape(both, shape[:axis] + (2 * shape[axis],) + shape[axis + 1:])
     return _crop(out, axis, 0, extra)
 
 
@@ -423,7 +449,7 @@ def _associative_scan(fn, elems, axis):
     # position 2k (k >= 1) is the prefix at 2k-1 combined with entry 2k
     lefts = odd_out if n % 2 else [_crop(o, axis, 0, 1) for o in odd_out]
     rest = fn(lefts, [_crop(e, axis, 1, 0) for e in evens])
-    even_out = [lax.concatenate([_crop(e, axis, 0, _length(e, axis) - 1), r], axis)
+    even_out = [concatenate([_crop(e, axis, 0, _length(e, axis) - 1), r], axis)
                 for e, r in zip(evens, rest)]
     return [_interleave(e, o, axis) for e, o in zip(even_out, odd_out)]
 
@@ -438,10 +464,10 @@ def _scan_jvp(prim, fn, make_elems, finish):
             return out, ad.Zero.from_primal_value(out)
         elems = make_elems(x, t)
         if reverse:
-            elems = [lax.rev(e, (axis,)) for e in elems]
+            elems = [rev(e, (axis,)) for e in elems]
         result = _associative_scan(fn, elems, axis)
         if reverse:
-            result = [lax.rev(e, (axis,)) for e in result]
+            result = [rev(e, (axis,)) for e in result]
         return out, finish(result)
 
     ad.primitive_jvps[prim] = jvp
@@ -449,7 +475,7 @@ def _scan_jvp(prim, fn, make_elems, finish):
 
 def _prod_combine(left, right):
     (a, ta), (b, tb) = left, right
-    return [lax.mul(a, b), lax.add(lax.mul(ta, b), lax.mul(a, tb))]
+    return [mul(a, b), add(mul(ta, b), mul(a, tb))]
 
 
 _scan_jvp(cumprod_p, _prod_combine, lambda x, t: [x, t], lambda r: r[1])
@@ -462,36 +488,36 @@ def _chooser_combine(choose):
     def combine(left, right):
         (a, sa, ca), (b, sb, cb) = left, right
         m = choose(a, b)
-        at_a, at_b = lax.eq(a, m), lax.eq(b, m)
-        zero = lax.full_like(sa, 0)
+        at_a, at_b = eq(a, m), eq(b, m)
+        zero = full_like(sa, 0)
         return [m,
-                lax.add(lax.select(at_a, sa, zero), lax.select(at_b, sb, zero)),
-                lax.add(lax.select(at_a, ca, zero), lax.select(at_b, cb, zero))]
+                add(select(at_a, sa, zero), select(at_b, sb, zero)),
+                add(select(at_a, ca, zero), select(at_b, cb, zero))]
 
     return combine
 
 
 def _chooser_elems(x, t):
     dtype = core.get_aval(t).dtype
-    return [x, t, lax.full(core.get_aval(x).shape, 1, dtype)]
+    return [x, t, full(core.get_aval(x).shape, 1, dtype)]
 
 
-_scan_jvp(cummax_p, _chooser_combine(lambda a, b: lax.max(a, b)), _chooser_elems,
-          lambda r: lax.div(r[1], r[2]))
-_scan_jvp(cummin_p, _chooser_combine(lambda a, b: lax.min(a, b)), _chooser_elems,
-          lambda r: lax.div(r[1], r[2]))
+_scan_jvp(cummax_p, _chooser_combine(lambda a, b: elementwise.max(a, b)), _chooser_elems,
+          lambda r: div(r[1], r[2]))
+_scan_jvp(cummin_p, _chooser_combine(lambda a, b: elementwise.min(a, b)), _chooser_elems,
+          lambda r: div(r[1], r[2]))
 
 
 def _logaddexp(a, b):
     """``log(exp(a) + exp(b))`` without overflow; NaN where ``a - b`` is (equal infinities
     give ``a + b``)."""
-    delta = lax.sub(a, b)
-    stable = lax.add(lax.max(a, b), lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
-    return lax.select(lax.ne(delta, delta), lax.add(a, b), stable)
+    delta = sub(a, b)
+    stable = add(elementwise.max(a, b), log1p(exp(neg(elementwise.abs(delta)))))
+    return select(ne(delta, delta), add(a, b), stable)
 
 
 def _finite_or_zero(x):
-    return lax.select(lax.eq(x, lax.full_like(x, np.inf)), lax.full_like(x, 0), x)
+    return select(eq(x, full_like(x, np.inf)), full_like(x, 0), x)
 
 
 def _logsumexp_combine(left, right):
@@ -500,8 +526,8 @@ def _logsumexp_combine(left, right):
     (a, ta), (b, tb) = left, right
     out = _logaddexp(a, b)
     o = _finite_or_zero(out)
-    return [out, lax.add(lax.mul(ta, lax.exp(lax.sub(_finite_or_zero(a), o))),
-                         lax.mul(tb, lax.exp(lax.sub(_finite_or_zero(b), o))))]
+    return [out, add(mul(ta, exp(sub(_finite_or_zero(a), o))),
+                         mul(tb, exp(sub(_finite_or_zero(b), o))))]
 
 
 _scan_jvp(cumlogsumexp_p, _logsumexp_combine, lambda x, t: [x, t], lambda r: r[1])
@@ -556,3 +582,6 @@ cummin = _cumulative_fn(cummin_p, "minimum")
 cumlogsumexp = _cumulative_fn(cumlogsumexp_p, "log-sum-exp")
 
 del _p
+
+
+rule_ops.provide(reduce_sum=reduce_sum)

@@ -8,9 +8,10 @@ import enum
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
+from remat.lax.slicing import dynamic_update_index_in_dim, index_in_dim
 from remat.lax.standard import canonical_shape, standard_primitive
 
 __all__ = [
@@ -134,10 +135,10 @@ def _rng_bit_generator_batch(vals, dims, *, shape, dtype, algorithm):
     (keys,), (d,) = vals, dims
     keys = batching.moveaxis(keys, d, 0)
     size = core.get_aval(keys).shape[0]
-    key = lax.index_in_dim(keys, 0, 0, keepdims=False)
+    key = index_in_dim(keys, 0, 0, keepdims=False)
     new_key, bits = rng_bit_generator_p.bind(key, shape=(size,) + tuple(shape), dtype=dtype,
                                              algorithm=algorithm)
-    return [lax.dynamic_update_index_in_dim(keys, new_key, 0, 0), bits], [0, 0]
+    return [dynamic_update_index_in_dim(keys, new_key, 0, 0), bits], [0, 0]
 
 
 batching.primitive_batchers[rng_bit_generator_p] = _rng_bit_generator_batch

@@ -2,7 +2,10 @@
 over pytrees of arrays, written with strided slices, pads and concatenations only, so it
 traces, jits, vmaps and differentiates like any lax code."""
 
-from remat import core, lax
+from remat import core
+from remat.lax.elementwise import add, bitwise_or
+from remat.lax.shape import concatenate, full, pad, rev
+from remat.lax.slicing import slice_in_dim
 from remat.tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["associative_scan"]
@@ -15,13 +18,13 @@ def _interleave(a, b, axis):
     n_b = core.get_aval(b).shape[axis]
     ndim = core.get_aval(a).ndim
     dtype = core.get_aval(a).dtype
-    zero = lax.full((), False if dtype.kind == "b" else 0, dtype)
+    zero = full((), False if dtype.kind == "b" else 0, dtype)
     a_config = [(0, 0, 0)] * ndim
     b_config = [(0, 0, 0)] * ndim
     a_config[axis] = (0, 1 if n_a == n_b else 0, 1)
     b_config[axis] = (1, 0 if n_a == n_b else 1, 1)
-    combine = lax.bitwise_or if dtype.kind == "b" else lax.add
-    return combine(lax.pad(a, zero, a_config), lax.pad(b, zero, b_config))
+    combine = bitwise_or if dtype.kind == "b" else add
+    return combine(pad(a, zero, a_config), pad(b, zero, b_config))
 
 
 def associative_scan(fn, elems, reverse=False, axis=0):
@@ -34,7 +37,7 @@ def associative_scan(fn, elems, reverse=False, axis=0):
     if not elems_flat:
         return elems
     if reverse:
-        elems_flat = [lax.rev(e, (_axis(e, axis),)) for e in elems_flat]
+        elems_flat = [rev(e, (_axis(e, axis),)) for e in elems_flat]
     axis = _axis(elems_flat[0], axis)
     num_elems = core.get_aval(elems_flat[0]).shape[axis]
     if any(core.get_aval(e).ndim <= axis or core.get_aval(e).shape[axis] != num_elems
@@ -55,23 +58,23 @@ def associative_scan(fn, elems, reverse=False, axis=0):
         if n < 2:
             return elems
         # combine adjacent pairs, scan the half-length sequence, then fill in the evens
-        reduced = combine([lax.slice_in_dim(e, 0, n - 1, stride=2, axis=axis) for e in elems],
-                          [lax.slice_in_dim(e, 1, n, stride=2, axis=axis) for e in elems])
+        reduced = combine([slice_in_dim(e, 0, n - 1, stride=2, axis=axis) for e in elems],
+                          [slice_in_dim(e, 1, n, stride=2, axis=axis) for e in elems])
         odd = scan(reduced)
         if n % 2 == 0:
             m = core.get_aval(odd[0]).shape[axis]
-            even = combine([lax.slice_in_dim(e, 0, m - 1, axis=axis) for e in odd],
-                           [lax.slice_in_dim(e, 2, n, stride=2, axis=axis) for e in elems])
+            even = combine([slice_in_dim(e, 0, m - 1, axis=axis) for e in odd],
+                           [slice_in_dim(e, 2, n, stride=2, axis=axis) for e in elems])
         else:
-            even = combine(odd, [lax.slice_in_dim(e, 2, n, stride=2, axis=axis)
+            even = combine(odd, [slice_in_dim(e, 2, n, stride=2, axis=axis)
                                  for e in elems])
-        even = [lax.concatenate([lax.slice_in_dim(e, 0, 1, axis=axis), r], axis)
+        even = [concatenate([slice_in_dim(e, 0, 1, axis=axis), r], axis)
                 for e, r in zip(elems, even)]
         return [_interleave(e, o, axis) for e, o in zip(even, odd)]
 
     scans = scan(elems_flat)
     if reverse:
-        scans = [lax.rev(s, (axis,)) for s in scans]
+        scans = [rev(s, (axis,)) for s in scans]
     return tree_unflatten(tree, scans)
 
 

@@ -8,9 +8,12 @@ row-major order, and the combining scatters apply every update (``ufunc.at``).""
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
+from remat.lax import rule_ops
+from remat.lax.control_flow.loops import while_loop
+from remat.lax.elementwise import add, convert_element_type, div, eq, gt, lt, mul, neg, select
 from remat.lax.gather_scatter_common import (
     GatherScatterMode,
     ScatterDimensionNumbers,
@@ -31,6 +34,8 @@ from remat.lax.gather_scatter_common import (
     zeros,
 )
 from remat.lax.gathers import gather_p
+from remat.lax.reductions import reduce_max
+from remat.lax.shape import broadcast_in_dim, full, full_like, iota, reshape
 from remat.lax.standard import standard_primitive
 
 __all__ = [
@@ -227,7 +232,7 @@ def _scatter_addsub_transpose(prim, ct, operand, indices, updates, *, dimension_
     if ad.is_undefined_primal(updates):
         ct_up = _scatter_gather(ct, indices, dimension_numbers, updates.aval.shape, mode)
         if prim is scatter_sub_p:
-            ct_up = lax.neg(ct_up)
+            ct_up = neg(ct_up)
     return [ct_op, None, ct_up]
 
 
@@ -254,22 +259,22 @@ def _scatter_mul_updates_tangent(x, indices, y, t_y, *, dimension_numbers, indic
     dn = dimension_numbers
     params = dict(dimension_numbers=dn, indices_are_sorted=indices_are_sorted, mode=mode,
                   unique_indices=unique_indices)
-    zeros_x = lax.full_like(x, 0)
+    zeros_x = full_like(x, 0)
     if unique_indices:
-        return lax.mul(x, scatter_add_p.bind(zeros_x, indices, t_y, **params))
+        return mul(x, scatter_add_p.bind(zeros_x, indices, t_y, **params))
     y_shape = core.get_aval(y).shape
-    is_zero = lax.eq(y, lax.full_like(y, 0))
-    ones_y, zeros_y = lax.full_like(y, 1), lax.full_like(y, 0)
-    y_nonzero = lax.select(is_zero, ones_y, y)
-    prod_nonzero = scatter_mul_p.bind(lax.full_like(x, 1), indices, y_nonzero, **params)
-    n_zero = scatter_add_p.bind(zeros_x, indices, lax.select(is_zero, ones_y, zeros_y), **params)
+    is_zero = eq(y, full_like(y, 0))
+    ones_y, zeros_y = full_like(y, 1), full_like(y, 0)
+    y_nonzero = select(is_zero, ones_y, y)
+    prod_nonzero = scatter_mul_p.bind(full_like(x, 1), indices, y_nonzero, **params)
+    n_zero = scatter_add_p.bind(zeros_x, indices, select(is_zero, ones_y, zeros_y), **params)
     prod_at = _scatter_gather(prod_nonzero, indices, dn, y_shape, _clamping(mode))
     n_zero_at = _scatter_gather(n_zero, indices, dn, y_shape, _clamping(mode))
-    others = lax.select(
+    others = select(
         is_zero,
-        lax.select(lax.eq(n_zero_at, ones_y), prod_at, zeros_y),
-        lax.select(lax.eq(n_zero_at, zeros_y), lax.div(prod_at, y_nonzero), zeros_y))
-    return lax.mul(x, scatter_add_p.bind(zeros_x, indices, lax.mul(t_y, others), **params))
+        select(eq(n_zero_at, ones_y), prod_at, zeros_y),
+        select(eq(n_zero_at, zeros_y), div(prod_at, y_nonzero), zeros_y))
+    return mul(x, scatter_add_p.bind(zeros_x, indices, mul(t_y, others), **params))
 
 
 def _scatter_mul_transpose(ct, operand, indices, updates, *, dimension_numbers,
@@ -287,7 +292,7 @@ def _scatter_mul_transpose(ct, operand, indices, updates, *, dimension_numbers,
             raise NotImplementedError(
                 "scatter_mul is linear in its updates only with unique_indices=True; "
                 "with duplicate indices the updates multiply each other")
-        ct_up = _scatter_gather(lax.mul(ct, operand), indices, dimension_numbers,
+        ct_up = _scatter_gather(mul(ct, operand), indices, dimension_numbers,
                                 updates.aval.shape, mode)
     return [ct_op, None, ct_up]
 
@@ -304,18 +309,18 @@ def _scatter_extremal_jvp(prim, primals, tangents, **params):
     dn, mode = params["dimension_numbers"], params["mode"]
     shape = core.get_aval(updates).shape
     read = lambda x: _scatter_gather(x, indices, dn, shape, _clamping(mode))  # noqa: E731
-    count = lambda u: scatter_add_p.bind(lax.full_like(operand, 0), indices, u,  # noqa: E731
+    count = lambda u: scatter_add_p.bind(full_like(operand, 0), indices, u,  # noqa: E731
                                          **params)
     initial, target = read(operand), read(out)
-    won = lax.eq(updates, target)
-    kept = lax.eq(initial, target)
-    ones, zeros = lax.full_like(updates, 1), lax.full_like(updates, 0)
-    num_won = read(count(lax.select(won, ones, zeros)))
+    won = eq(updates, target)
+    kept = eq(initial, target)
+    ones, zeros = full_like(updates, 1), full_like(updates, 0)
+    num_won = read(count(select(won, ones, zeros)))
     num_refs = read(count(ones))
-    share_kept = lax.div(1.0, lax.add(num_won, 1.0))
-    updates_coef = lax.select(won, lax.select(kept, share_kept, lax.div(1.0, num_won)), zeros)
-    operand_coef = lax.div(lax.add(-1.0, lax.select(kept, share_kept, zeros)), num_refs)
-    contributions = lax.add(lax.mul(read(t_op), operand_coef), lax.mul(t_up, updates_coef))
+    share_kept = div(1.0, add(num_won, 1.0))
+    updates_coef = select(won, select(kept, share_kept, div(1.0, num_won)), zeros)
+    operand_coef = div(add(-1.0, select(kept, share_kept, zeros)), num_refs)
+    contributions = add(mul(read(t_op), operand_coef), mul(t_up, updates_coef))
     return out, scatter_add_p.bind(t_op, indices, contributions, **params)
 
 
@@ -325,9 +330,9 @@ def _update_ids(updates_shape, dn):
     ids_shape = [1 if d in dn.update_window_dims else n for d, n in enumerate(updates_shape)]
     n = int(np.prod(ids_shape, dtype=np.int64))
     id_dtype = dtypes.int32 if n < np.iinfo(np.int32).max else dtypes.default_int_dtype()
-    ids = lax.add(lax.reshape(lax.iota(id_dtype, n), ids_shape),
-                  lax.convert_element_type(1, id_dtype))
-    return lax.broadcast_in_dim(ids, tuple(updates_shape), tuple(range(len(updates_shape))))
+    ids = add(reshape(iota(id_dtype, n), ids_shape),
+                  convert_element_type(1, id_dtype))
+    return broadcast_in_dim(ids, tuple(updates_shape), tuple(range(len(updates_shape))))
 
 
 def _winners(ids, indices, operand_shape, dn, params):
@@ -337,7 +342,7 @@ def _winners(ids, indices, operand_shape, dn, params):
     ids_shape = core.get_aval(ids).shape
     scattered = scatter_p.bind(zeros(operand_shape, id_dtype), indices, ids, **params)
     gathered = _scatter_gather(scattered, indices, dn, ids_shape, _clamping(params["mode"]))
-    return scattered, lax.eq(ids, gathered)
+    return scattered, eq(ids, gathered)
 
 
 def _scatter_jvp(primals, tangents, *, dimension_numbers, indices_are_sorted, mode,
@@ -358,9 +363,9 @@ def _scatter_jvp(primals, tangents, *, dimension_numbers, indices_are_sorted, mo
     # tangent are then scatter-adds of the masked winners into the masked operand.
     ids = _update_ids(core.get_aval(updates).shape, dn)
     scattered, won = _winners(ids, indices, core.get_aval(operand).shape, dn, params)
-    untouched = lax.eq(scattered, lax.full_like(scattered, 0))
-    mask_op = lambda x: lax.select(untouched, x, lax.full_like(x, 0))  # noqa: E731
-    mask_up = lambda x: lax.select(won, x, lax.full_like(x, 0))  # noqa: E731
+    untouched = eq(scattered, full_like(scattered, 0))
+    mask_op = lambda x: select(untouched, x, full_like(x, 0))  # noqa: E731
+    mask_up = lambda x: select(won, x, full_like(x, 0))  # noqa: E731
     out = scatter_add_p.bind(mask_op(operand), indices, mask_up(updates), **params)
     tangent = scatter_add_p.bind(mask_op(t_op), indices, mask_up(t_up), **params)
     return out, tangent
@@ -384,7 +389,7 @@ def _scatter_transpose(ct, operand, indices, updates, *, dimension_numbers,
         if not unique_indices:  # only the update that won a position gets its cotangent
             ids = _update_ids(updates_aval.shape, dn)
             _, won = _winners(ids, indices, core.get_aval(ct).shape, dn, params)
-            ct_up = lax.select(won, ct_up, lax.full_like(ct_up, 0))
+            ct_up = select(won, ct_up, full_like(ct_up, 0))
     return [ct_op, None, ct_up]
 
 
@@ -484,7 +489,7 @@ def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_s
     count_dtype = dtypes.int32
     hits = scatter_add_p.bind(
         zeros(aval.shape, count_dtype), scatter_indices,
-        lax.full(tuple(update_shape), 1, count_dtype), dimension_numbers=dnums,
+        full(tuple(update_shape), 1, count_dtype), dimension_numbers=dnums,
         indices_are_sorted=bool(indices_are_sorted), mode=GatherScatterMode.from_any(mode),
         unique_indices=bool(unique_indices))
 
@@ -497,17 +502,20 @@ def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_s
                              f"dtype: for an operand {aval.str_short()} it returned "
                              f"{y_aval.str_short()}")
         if y_aval.weak_type != aval.weak_type:
-            y = lax.convert_element_type(y, aval.dtype, aval.weak_type)
-        return lax.select(lax.gt(hits, lax.broadcast_in_dim(k, aval.shape, ())), y, x)
+            y = convert_element_type(y, aval.dtype, aval.weak_type)
+        return select(gt(hits, broadcast_in_dim(k, aval.shape, ())), y, x)
 
-    start = lax.full((), 0, count_dtype)
+    start = full((), 0, count_dtype)
     if unique_indices:
         return apply_where_hit(start, operand)
-    most = lax.reduce_max(hits, tuple(range(len(aval.shape))))
+    most = reduce_max(hits, tuple(range(len(aval.shape))))
 
     def body(carry):
         k, x = carry
-        return lax.add(k, lax.full_like(k, 1)), apply_where_hit(k, x)
+        return add(k, full_like(k, 1)), apply_where_hit(k, x)
 
-    _, out = lax.while_loop(lambda carry: lax.lt(carry[0], most), body, (start, operand))
+    _, out = while_loop(lambda carry: lt(carry[0], most), body, (start, operand))
     return out
+
+
+rule_ops.provide(scatter_add_p=scatter_add_p)

@@ -13,9 +13,29 @@ import math
 import numpy as np
 import scipy.special as sc
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
+from remat.lax import elementwise
+from remat.lax.elementwise import (
+    add,
+    convert_element_type,
+    cos,
+    digamma,
+    div,
+    eq,
+    erf,
+    exp,
+    log,
+    mul,
+    neg,
+    select,
+    sin,
+    sqrt,
+    square,
+    sub,
+)
+from remat.lax.shape import full_like
 from remat.lax.special import float64_kernel
 from remat.lax.special_functions import defjvp_elementwise, elementwise_primitive
 from remat.lax.standard import (
@@ -32,7 +52,7 @@ _EPS64 = np.finfo(np.float64).eps
 
 def _const(x, value):
     """``value`` as a rank-0 constant of ``x``'s dtype."""
-    return lax.full_like(x, value, shape=())
+    return full_like(x, value, shape=())
 
 
 # --- gamma function and its logarithm, digamma and polygamma for complex arguments ----------
@@ -83,14 +103,14 @@ batching.defvectorized(complex_polygamma_p)
 
 def digamma_any(x):
     """psi(x) for real (``lax.digamma``) or complex (SciPy's complex psi) ``x``."""
-    return psi_p.bind(x) if core.get_aval(x).dtype.kind == "c" else lax.digamma(x)
+    return psi_p.bind(x) if core.get_aval(x).dtype.kind == "c" else digamma(x)
 
 
-ad.defjvp2(gamma_p, lambda g, ans, x: lax.mul(g, lax.mul(ans, digamma_any(x))))
-ad.defjvp(loggamma_p, lambda g, x: lax.mul(g, psi_p.bind(x)))
-ad.defjvp(psi_p, lambda g, x: lax.mul(g, complex_polygamma_p.bind(x, m=1)))
+ad.defjvp2(gamma_p, lambda g, ans, x: mul(g, mul(ans, digamma_any(x))))
+ad.defjvp(loggamma_p, lambda g, x: mul(g, psi_p.bind(x)))
+ad.defjvp(psi_p, lambda g, x: mul(g, complex_polygamma_p.bind(x, m=1)))
 ad.defjvp(complex_polygamma_p,
-          lambda g, x, *, m: lax.mul(g, complex_polygamma_p.bind(x, m=m + 1)))
+          lambda g, x, *, m: mul(g, complex_polygamma_p.bind(x, m=m + 1)))
 
 
 # --- beta, Pochhammer ---------------------------------------------------------------------
@@ -98,16 +118,16 @@ ad.defjvp(complex_polygamma_p,
 betaln_p = elementwise_primitive("betaln", float64_kernel(sc.betaln), 2)
 defjvp_elementwise(
     betaln_p,
-    lambda g, a, b: lax.mul(g, lax.sub(lax.digamma(a), lax.digamma(lax.add(a, b)))),
-    lambda g, a, b: lax.mul(g, lax.sub(lax.digamma(b), lax.digamma(lax.add(a, b)))))
+    lambda g, a, b: mul(g, sub(digamma(a), digamma(add(a, b)))),
+    lambda g, a, b: mul(g, sub(digamma(b), digamma(add(a, b)))))
 
 poch_p = elementwise_primitive(
     "poch", float64_kernel(lambda z, m: np.where(m == 0, 1.0, sc.poch(z, m))), 2)
 defjvp_elementwise(
     poch_p,
-    lambda g, ans, z, m: lax.mul(g, lax.mul(
-        lax.sub(lax.digamma(lax.add(z, m)), lax.digamma(z)), ans)),
-    lambda g, ans, z, m: lax.mul(g, lax.mul(lax.digamma(lax.add(z, m)), ans)),
+    lambda g, ans, z, m: mul(g, mul(
+        sub(digamma(add(z, m)), digamma(z)), ans)),
+    lambda g, ans, z, m: mul(g, mul(digamma(add(z, m)), ans)),
     with_output=True)
 
 
@@ -117,42 +137,42 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 dawsn_p = elementwise_primitive("dawsn", float64_kernel(sc.dawsn), 1)
 defjvp_elementwise(
-    dawsn_p, lambda g, ans, x: lax.mul(g, lax.sub(_const(x, 1.0),
-                                                  lax.mul(_const(x, 2.0), lax.mul(x, ans)))),
+    dawsn_p, lambda g, ans, x: mul(g, sub(_const(x, 1.0),
+                                                  mul(_const(x, 2.0), mul(x, ans)))),
     with_output=True)
 
 erfcx_p = elementwise_primitive("erfcx", float64_kernel(sc.erfcx), 1, INEXACT)
 defjvp_elementwise(
-    erfcx_p, lambda g, ans, x: lax.mul(g, lax.sub(lax.mul(_const(x, 2.0), lax.mul(x, ans)),
+    erfcx_p, lambda g, ans, x: mul(g, sub(mul(_const(x, 2.0), mul(x, ans)),
                                                   _const(x, _TWO_OVER_SQRT_PI))),
     with_output=True)
 
 wofz_p = elementwise_primitive("wofz", float64_kernel(sc.wofz), 1, ("complexfloating",))
 defjvp_elementwise(
-    wofz_p, lambda g, ans, z: lax.mul(g, lax.add(lax.neg(lax.mul(_const(z, 2.0),
-                                                                 lax.mul(z, ans))),
+    wofz_p, lambda g, ans, z: mul(g, add(neg(mul(_const(z, 2.0),
+                                                                 mul(z, ans))),
                                                  _const(z, 1j * _TWO_OVER_SQRT_PI))),
     with_output=True)
 
 ndtri_p = elementwise_primitive("ndtri", float64_kernel(sc.ndtri), 1)
 defjvp_elementwise(
-    ndtri_p, lambda g, ans, p: lax.mul(g, lax.mul(
-        _const(p, math.sqrt(2 * math.pi)), lax.exp(lax.mul(_const(p, 0.5), lax.square(ans))))),
+    ndtri_p, lambda g, ans, p: mul(g, mul(
+        _const(p, math.sqrt(2 * math.pi)), exp(mul(_const(p, 0.5), square(ans))))),
     with_output=True)
 
 
 def _owens_t_dh(g, h, a):
     """-phi(h) erf(a h / sqrt 2) / 2."""
-    density = lax.exp(lax.mul(_const(h, -0.5), lax.square(h)))
-    return lax.mul(g, lax.div(lax.neg(lax.mul(density, lax.erf(
-        lax.div(lax.mul(a, h), _const(h, math.sqrt(2)))))), _const(h, 2 * math.sqrt(2 * math.pi))))
+    density = exp(mul(_const(h, -0.5), square(h)))
+    return mul(g, div(neg(mul(density, erf(
+        div(mul(a, h), _const(h, math.sqrt(2)))))), _const(h, 2 * math.sqrt(2 * math.pi))))
 
 
 def _owens_t_da(g, h, a):
     """exp(-h^2 (1 + a^2) / 2) / (2 pi (1 + a^2))."""
-    one_a2 = lax.add(lax.square(a), _const(a, 1.0))
-    return lax.mul(g, lax.div(lax.exp(lax.mul(_const(h, -0.5), lax.mul(one_a2, lax.square(h)))),
-                              lax.mul(_const(a, 2 * math.pi), one_a2)))
+    one_a2 = add(square(a), _const(a, 1.0))
+    return mul(g, div(exp(mul(_const(h, -0.5), mul(one_a2, square(h)))),
+                              mul(_const(a, 2 * math.pi), one_a2)))
 
 
 owens_t_p = elementwise_primitive("owens_t", float64_kernel(sc.owens_t), 2)
@@ -162,7 +182,7 @@ defjvp_elementwise(owens_t_p, _owens_t_dh, _owens_t_da)
 # --- exponential and trigonometric integrals, dilogarithm ----------------------------------
 
 expi_p = elementwise_primitive("expi", float64_kernel(sc.expi), 1)
-defjvp_elementwise(expi_p, lambda g, x: lax.mul(g, lax.div(lax.exp(x), x)))
+defjvp_elementwise(expi_p, lambda g, x: mul(g, div(exp(x), x)))
 
 
 def _expn_kernel(n, x):
@@ -179,8 +199,8 @@ def _expn_dn(g, n, x):
 
 
 defjvp_elementwise(expn_p, _expn_dn,
-                   lambda g, n, x: lax.neg(lax.mul(g, expn_p.bind(
-                       lax.sub(n, _const(n, 1.0)), x))))
+                   lambda g, n, x: neg(mul(g, expn_p.bind(
+                       sub(n, _const(n, 1.0)), x))))
 
 
 def _spence_kernel(x):
@@ -193,10 +213,10 @@ spence_p = elementwise_primitive("spence", float64_kernel(_spence_kernel), 1)
 def _spence_dx(g, x):
     """d/dx spence(x) = log(x) / (1 - x), -1 at x = 1."""
     one = _const(x, 1.0)
-    at_one = lax.eq(x, one)
-    safe = lax.select(at_one, lax.full_like(x, 2.0), x)
-    slope = lax.div(lax.log(safe), lax.sub(one, safe))
-    return lax.mul(g, lax.select(at_one, lax.full_like(x, -1.0), slope))
+    at_one = eq(x, one)
+    safe = select(at_one, full_like(x, 2.0), x)
+    slope = div(log(safe), sub(one, safe))
+    return mul(g, select(at_one, full_like(x, -1.0), slope))
 
 
 defjvp_elementwise(spence_p, _spence_dx)
@@ -226,7 +246,7 @@ def _sici_jvp(primals, tangents):
     si, ci = sici_p.bind(x)
     if type(t) is ad.Zero:
         return [si, ci], [ad.Zero.from_primal_value(si), ad.Zero.from_primal_value(ci)]
-    return [si, ci], [lax.mul(t, lax.div(lax.sin(x), x)), lax.mul(t, lax.div(lax.cos(x), x))]
+    return [si, ci], [mul(t, div(sin(x), x)), mul(t, div(cos(x), x))]
 
 
 def _fresnel_jvp(primals, tangents):
@@ -235,8 +255,8 @@ def _fresnel_jvp(primals, tangents):
     s, c = fresnel_p.bind(x)
     if type(t) is ad.Zero:
         return [s, c], [ad.Zero.from_primal_value(s), ad.Zero.from_primal_value(c)]
-    angle = lax.mul(_const(x, math.pi / 2), lax.square(x))
-    return [s, c], [lax.mul(t, lax.sin(angle)), lax.mul(t, lax.cos(angle))]
+    angle = mul(_const(x, math.pi / 2), square(x))
+    return [s, c], [mul(t, sin(angle)), mul(t, cos(angle))]
 
 
 ad.primitive_jvps[sici_p] = _sici_jvp
@@ -307,20 +327,20 @@ hyp2f1_dc_p = elementwise_primitive("hyp2f1_dc", float64_kernel(_hyp2f1_dc), 4)
 
 
 def _plus_one(*xs):
-    return [lax.add(v, _const(v, 1.0)) for v in xs]
+    return [add(v, _const(v, 1.0)) for v in xs]
 
 
 defjvp_elementwise(
     hyp1f1_p,
-    lambda g, a, b, x: lax.mul(g, hyp1f1_da_p.bind(a, b, x)),
-    lambda g, a, b, x: lax.mul(g, hyp1f1_db_p.bind(a, b, x)),
-    lambda g, a, b, x: lax.mul(g, lax.mul(lax.div(a, b), hyp1f1_p.bind(*_plus_one(a, b), x))))
+    lambda g, a, b, x: mul(g, hyp1f1_da_p.bind(a, b, x)),
+    lambda g, a, b, x: mul(g, hyp1f1_db_p.bind(a, b, x)),
+    lambda g, a, b, x: mul(g, mul(div(a, b), hyp1f1_p.bind(*_plus_one(a, b), x))))
 defjvp_elementwise(
     hyp2f1_p,
-    lambda g, a, b, c, x: lax.mul(g, hyp2f1_da_p.bind(a, b, c, x)),
-    lambda g, a, b, c, x: lax.mul(g, hyp2f1_db_p.bind(a, b, c, x)),
-    lambda g, a, b, c, x: lax.mul(g, hyp2f1_dc_p.bind(a, b, c, x)),
-    lambda g, a, b, c, x: lax.mul(g, lax.mul(lax.div(lax.mul(a, b), c),
+    lambda g, a, b, c, x: mul(g, hyp2f1_da_p.bind(a, b, c, x)),
+    lambda g, a, b, c, x: mul(g, hyp2f1_db_p.bind(a, b, c, x)),
+    lambda g, a, b, c, x: mul(g, hyp2f1_dc_p.bind(a, b, c, x)),
+    lambda g, a, b, c, x: mul(g, mul(div(mul(a, b), c),
                                              hyp2f1_p.bind(*_plus_one(a, b, c), x))))
 
 
@@ -336,8 +356,8 @@ def _bessel_jv_dv(g, v, z):
 def _bessel_jv_dz(g, v, z):
     """J_v'(z) = (J_{v-1}(z) - J_{v+1}(z)) / 2."""
     one = _const(v, 1.0)
-    return lax.mul(g, lax.mul(_const(z, 0.5), lax.sub(bessel_jv_p.bind(lax.sub(v, one), z),
-                                                      bessel_jv_p.bind(lax.add(v, one), z))))
+    return mul(g, mul(_const(z, 0.5), sub(bessel_jv_p.bind(sub(v, one), z),
+                                                      bessel_jv_p.bind(add(v, one), z))))
 
 
 defjvp_elementwise(bessel_jv_p, _bessel_jv_dv, _bessel_jv_dz)
@@ -376,20 +396,20 @@ def _sph_harm_y_dtheta(g, ans, n, m, theta, phi):
     """dY_n^m/dtheta = m cot(theta) Y_n^m + sqrt((n - m)(n + m + 1)) e^{-i phi} Y_n^{m+1}."""
     one = _const(m, 1.0)
     cdtype = core.get_aval(ans).dtype
-    up = sph_harm_y_p.bind(n, lax.add(m, one), theta, phi)
-    factor = lax.sqrt(lax.max(lax.mul(lax.sub(n, m), lax.add(lax.add(n, m), one)),
-                              lax.full_like(n, 0.0)))
-    phase = lax.exp(lax.mul(lax.convert_element_type(phi, cdtype), _const(ans, -1j)))
-    cot = lax.div(lax.cos(theta), lax.sin(theta))
-    deriv = lax.add(lax.mul(ans, lax.convert_element_type(lax.mul(m, cot), cdtype)),
-                    lax.mul(lax.convert_element_type(factor, cdtype), lax.mul(phase, up)))
-    return lax.mul(lax.convert_element_type(g, cdtype), deriv)
+    up = sph_harm_y_p.bind(n, add(m, one), theta, phi)
+    factor = sqrt(elementwise.max(mul(sub(n, m), add(add(n, m), one)),
+                              full_like(n, 0.0)))
+    phase = exp(mul(convert_element_type(phi, cdtype), _const(ans, -1j)))
+    cot = div(cos(theta), sin(theta))
+    deriv = add(mul(ans, convert_element_type(mul(m, cot), cdtype)),
+                    mul(convert_element_type(factor, cdtype), mul(phase, up)))
+    return mul(convert_element_type(g, cdtype), deriv)
 
 
 def _sph_harm_y_dphi(g, ans, n, m, theta, phi):
     """dY_n^m/dphi = i m Y_n^m."""
     cdtype = core.get_aval(ans).dtype
-    return lax.mul(lax.convert_element_type(lax.mul(g, m), cdtype), lax.mul(ans, _const(ans, 1j)))
+    return mul(convert_element_type(mul(g, m), cdtype), mul(ans, _const(ans, 1j)))
 
 
 defjvp_elementwise(sph_harm_y_p, None, None, _sph_harm_y_dtheta, _sph_harm_y_dphi,

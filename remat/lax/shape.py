@@ -6,9 +6,11 @@ import functools
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, array_ops, batching
+from remat.lax import rule_ops
+from remat.lax.elementwise import convert_element_type, select, sub
 from remat.lax.standard import canonical_shape, check_same_dtypes, standard_primitive
 from remat.runtime import memory, registry
 
@@ -76,7 +78,7 @@ def _broadcast_in_dim_transpose(ct, x, shape, broadcast_dimensions):
     summed = [d for d in range(len(shape)) if d not in broadcast_dimensions]
     summed += [d for i, d in enumerate(broadcast_dimensions)
                if in_shape[i] == 1 and shape[d] != 1]
-    out = lax.reduce_sum(ct, tuple(sorted(summed))) if summed else ct
+    out = rule_ops.reduce_sum(ct, tuple(sorted(summed))) if summed else ct
     return [reshape(out, in_shape)]
 
 
@@ -121,7 +123,7 @@ def full(shape, fill_value, dtype=None):
         dtype, weak = dtypes.dtype_and_weak(fill_value)
     else:
         dtype, weak = dtypes.canonicalize_dtype(dtype), False
-    value = lax.convert_element_type(fill_value, dtype, weak)
+    value = convert_element_type(fill_value, dtype, weak)
     return broadcast_in_dim(value, shape, ())
 
 
@@ -130,7 +132,7 @@ def full_like(x, fill_value, dtype=None, shape=None):
     aval = core.get_aval(x)
     weak = aval.weak_type if dtype is None else False
     dtype = aval.dtype if dtype is None else dtypes.canonicalize_dtype(dtype)
-    value = lax.convert_element_type(fill_value, dtype, weak)
+    value = convert_element_type(fill_value, dtype, weak)
     return broadcast_in_dim(value, aval.shape if shape is None else
                             canonical_shape(shape, "full_like shape"), ())
 
@@ -370,22 +372,22 @@ def _pad_transpose(ct, x, padding_value, padding_config):
     out = []
     if ad.is_undefined_primal(x):
         lo_hi = [(-min(lo, 0), -min(hi, 0), 0) for lo, hi, _ in padding_config]
-        zero = lax.full((), 0, core.get_aval(ct).dtype)
+        zero = full((), 0, core.get_aval(ct).dtype)
         unpad = pad(ct, zero, lo_hi)
         starts = [max(lo, 0) for lo, _, _ in padding_config]
         limits = [s + (n - 1) * (i + 1) + 1 if n else s
                   for s, n, (_, _, i) in zip(starts, x.aval.shape, padding_config)]
         strides = [i + 1 for _, _, i in padding_config]
-        ct_x = lax.slice(unpad, starts, limits, strides)
+        ct_x = rule_ops.slice(unpad, starts, limits, strides)
         out.append(ct_x)
     else:
         ct_x = None
         out.append(None)
     if ad.is_undefined_primal(padding_value):
-        total = lax.reduce_sum(ct, tuple(range(core.get_aval(ct).ndim)))
-        inner = lax.reduce_sum(ct_x, tuple(range(core.get_aval(ct_x).ndim))) \
+        total = rule_ops.reduce_sum(ct, tuple(range(core.get_aval(ct).ndim)))
+        inner = rule_ops.reduce_sum(ct_x, tuple(range(core.get_aval(ct_x).ndim))) \
             if ct_x is not None else _pad_interior_sum(ct, x, padding_config)
-        out.append(lax.sub(total, inner))
+        out.append(sub(total, inner))
     else:
         out.append(None)
     return out
@@ -393,7 +395,7 @@ def _pad_transpose(ct, x, padding_value, padding_config):
 
 def _pad_interior_sum(ct, x, padding_config):
     t = _pad_transpose(ct, ad.UndefinedPrimal(x), 0, padding_config)[0]
-    return lax.reduce_sum(t, tuple(range(core.get_aval(t).ndim)))
+    return rule_ops.reduce_sum(t, tuple(range(core.get_aval(t).ndim)))
 
 
 def _pad_batch(vals, dims, padding_config):
@@ -404,13 +406,13 @@ def _pad_batch(vals, dims, padding_config):
     if dpv is batching.not_mapped:
         return pad_p.bind(x, pv, padding_config=config), 0
     # a batched padding value: pad with zeros, then select the padding positions
-    zero = lax.full((), 0, core.get_aval(x).dtype)
+    zero = full((), 0, core.get_aval(x).dtype)
     padded = pad_p.bind(x, zero, padding_config=config)
-    mask = pad_p.bind(lax.full(core.get_aval(x).shape, True, dtypes.bool_),
-                      lax.full((), False, dtypes.bool_), padding_config=config)
+    mask = pad_p.bind(full(core.get_aval(x).shape, True, dtypes.bool_),
+                      full((), False, dtypes.bool_), padding_config=config)
     out_shape = core.get_aval(padded).shape
-    pv = lax.broadcast_in_dim(batching.moveaxis(pv, dpv, 0), out_shape, (0,))
-    return lax.select(mask, padded, pv), 0
+    pv = broadcast_in_dim(batching.moveaxis(pv, dpv, 0), out_shape, (0,))
+    return select(mask, padded, pv), 0
 
 
 ad.deflinear2(pad_p, _pad_transpose)
@@ -422,7 +424,7 @@ def pad(operand, padding_value, padding_config):
     negative low/high crop."""
     config = tuple((int(lo), int(hi), int(i)) for lo, hi, i in padding_config)
     if dtypes.is_python_scalar(padding_value):  # weak, as any Python scalar operand
-        padding_value = lax.convert_element_type(padding_value, core.get_aval(operand).dtype,
+        padding_value = convert_element_type(padding_value, core.get_aval(operand).dtype,
                                                  weak_type=True)
     return pad_p.bind(operand, padding_value, padding_config=config)
 
@@ -464,7 +466,7 @@ def _concatenate_transpose(ct, *xs, dimension):
             starts = [0] * len(ct_shape)
             limits = list(ct_shape)
             starts[dimension], limits[dimension] = start, start + n
-            out.append(lax.slice(ct, starts, limits))
+            out.append(rule_ops.slice(ct, starts, limits))
         else:
             out.append(None)
         start += n
@@ -475,7 +477,7 @@ def _concatenate_jvp(primals, tangents, dimension):
     out = concatenate_p.bind(*primals, dimension=dimension)
     if all(type(t) is ad.Zero for t in tangents):
         return out, ad.Zero.from_primal_value(out)
-    ts = [lax.full_like(p, 0) if type(t) is ad.Zero else t for p, t in zip(primals, tangents)]
+    ts = [full_like(p, 0) if type(t) is ad.Zero else t for p, t in zip(primals, tangents)]
     return out, concatenate_p.bind(*ts, dimension=dimension)
 
 
@@ -532,3 +534,6 @@ def broadcasted_iota(dtype, shape, dimension):
 
 array_ops.full, array_ops.transpose = full, transpose
 array_ops.broadcast_in_dim = broadcast_in_dim
+
+
+rule_ops.provide(broadcast_in_dim=broadcast_in_dim, full=full, full_like=full_like)

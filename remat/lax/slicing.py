@@ -10,9 +10,11 @@ import operator
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
+from remat.lax import rule_ops
+from remat.lax.elementwise import add, convert_element_type, lt, select
 from remat.lax.gather_scatter_common import (
     GatherDimensionNumbers,
     GatherScatterMode,
@@ -22,6 +24,7 @@ from remat.lax.gather_scatter_common import (
 )
 from remat.lax.gathers import gather_batching_rule
 from remat.lax.scatters import scatter_batching_rule, scatter_p
+from remat.lax.shape import broadcast_in_dim, concatenate, expand_dims, full, pad, squeeze
 from remat.lax.standard import canonical_shape, standard_primitive
 
 __all__ = [
@@ -100,7 +103,7 @@ def _slice_transpose(ct, x, limit_indices, start_indices, strides):
                        for s, m, st in zip(start_indices, ct_shape, strides)]
         config = [(s, n - lim, st - 1)
                   for s, lim, n, st in zip(start_indices, real_limits, shape, strides)]
-    return [lax.pad(ct, lax.full((), 0, core.get_aval(ct).dtype), config)]
+    return [pad(ct, full((), 0, core.get_aval(ct).dtype), config)]
 
 
 def _slice_batch(vals, dims, limit_indices, start_indices, strides):
@@ -159,7 +162,7 @@ def index_in_dim(operand, index, axis=0, keepdims=True):
     if not 0 <= wrapped < size:
         raise IndexError(f"index {index} is out of bounds for axis {axis} with size {size}")
     result = slice_in_dim(operand, wrapped, wrapped + 1, 1, axis)
-    return result if keepdims else lax.squeeze(result, (axis,))
+    return result if keepdims else squeeze(result, (axis,))
 
 
 # --- dynamic_slice ---------------------------------------------------------------------------
@@ -224,12 +227,12 @@ def _index_vector(indices, dims, size):
     """Scalar start indices (some batched along axis 0 of shape ``(size,)``) as one index
     vector: shape ``(n,)`` when none is batched, else ``(size, n)`` batched at 0."""
     if all(d is None for d in dims):
-        parts = [lax.broadcast_in_dim(i, (1,), ()) for i in indices]
-        return lax.concatenate(parts, 0), None
-    parts = [lax.broadcast_in_dim(batching.moveaxis(i, d, 0) if d is not None else i,
+        parts = [broadcast_in_dim(i, (1,), ()) for i in indices]
+        return concatenate(parts, 0), None
+    parts = [broadcast_in_dim(batching.moveaxis(i, d, 0) if d is not None else i,
                                   (size, 1), () if d is None else (0,))
              for i, d in zip(indices, dims)]
-    return lax.concatenate(parts, 1), 0
+    return concatenate(parts, 1), 0
 
 
 def _dynamic_slice_batch(vals, dims, slice_sizes):
@@ -294,11 +297,11 @@ def _dynamic_slice_indices(operand, start_indices, allow_negative_indices):
             elif v < 0 and static:
                 raise ValueError(f"Index {v} is out of bounds for dimension {d} if "
                                  f"allow_negative_indices=False")
-            out.append(lax.convert_element_type(v, idtype))
+            out.append(convert_element_type(v, idtype))
             continue
         if allow and idtype.kind == "i":
-            size = lax.convert_element_type(d, idtype)
-            i = lax.select(lax.lt(i, lax.convert_element_type(0, idtype)), lax.add(i, size), i)
+            size = convert_element_type(d, idtype)
+            i = select(lt(i, convert_element_type(0, idtype)), add(i, size), i)
         out.append(i)
     return out
 
@@ -330,7 +333,7 @@ def dynamic_index_in_dim(operand, index, axis=0, keepdims=True, *,
     """``operand[..., index]`` along ``axis`` for a possibly traced ``index``."""
     out = dynamic_slice_in_dim(operand, index, 1, axis,
                                allow_negative_indices=allow_negative_indices)
-    return out if keepdims else lax.squeeze(out, (int(axis),))
+    return out if keepdims else squeeze(out, (int(axis),))
 
 
 # --- dynamic_update_slice --------------------------------------------------------------------
@@ -441,6 +444,9 @@ def dynamic_update_index_in_dim(operand, update, index, axis, *, allow_negative_
                             f"operand rank or one less, got update shape "
                             f"{core.get_aval(update).shape} for operand shape "
                             f"{core.get_aval(operand).shape}")
-        update = lax.expand_dims(update, (axis,))
+        update = expand_dims(update, (axis,))
     return dynamic_update_slice_in_dim(operand, update, index, axis,
                                        allow_negative_indices=allow_negative_indices)
+
+
+rule_ops.provide(slice=slice)

@@ -13,12 +13,14 @@ them each), so derivatives with respect to those flow too.
 import functools
 from typing import NamedTuple
 
-from remat import api, core, lax
-from remat.api_util import fun_name
+from remat import core
+from remat.api_util import flatten_fun_nokwargs, fun_name
 from remat.core import ClosedJaxpr, Primitive
 from remat.custom_derivatives import custom_jvp
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
+from remat.lax.elementwise import neg
+from remat.lax.shape import full_like
 from remat.tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["custom_linear_solve", "custom_root", "linear_solve_p"]
@@ -124,7 +126,7 @@ def _linear_solve_jvp(primals, tangents, const_lengths, jaxprs):
         zeros = [ad.Zero.from_primal_value(v) for v in x[:n]]
         _, a_dot_x = ad.jvp_flat(lambda *a: _run(jaxprs.matvec, *a),
                                  params.matvec + list(x[:n]), params_dot.matvec + zeros)
-        rhs = [ad.add_tangents(b, lax.neg(m)) if type(m) is not ad.Zero else b
+        rhs = [ad.add_tangents(b, neg(m)) if type(m) is not ad.Zero else b
                for b, m in zip(rhs, a_dot_x)]
     aux_zeros = [ad.Zero.from_primal_value(a) for a in x[n:]]
     if all(type(t) is ad.Zero for t in rhs):
@@ -287,8 +289,25 @@ def _root_jvp(const_lengths, jaxprs, primals, tangents):
     _, rhs = ad.jvp_flat(lambda *p: _run(jaxprs.f, *p, *solution), params.f,
                          [ad.instantiate_zeros(t) for t in params_dot.f])
     rhs = [ad.instantiate_zeros(r) for r in rhs]
-    solution_dot = [lax.neg(v) for v in _run(jaxprs.l_and_s, *params.l_and_s, *solution, *rhs)]
-    return solution + aux, solution_dot + [lax.full_like(a, 0) for a in aux]
+    solution_dot = [neg(v) for v in _run(jaxprs.l_and_s, *params.l_and_s, *solution, *rhs)]
+    return solution + aux, solution_dot + [full_like(a, 0) for a in aux]
+
+
+def _linearized(f, x):
+    """``f``'s linear map at ``x``, as ``remat.linearize(f, x)[1]`` (the forward pass traced
+    once, the map holding only residuals), from the interpreter below the user API."""
+    flat_x, tree = tree_flatten((x,))
+    flat_f, store = flatten_fun_nokwargs(f, tree)
+    outs, linear, out_nonzero = ad.linearize_flat(flat_f, flat_x)
+    out_avals = [core.get_aval(o).to_tangent_aval() for o in outs]
+
+    def f_jvp(t):
+        lin_outs = iter(core.eval_jaxpr(linear.jaxpr, linear.consts, *tree_flatten(t)[0]))
+        flat = [next(lin_outs) if nz else ad.instantiate_zeros(ad.Zero(a))
+                for nz, a in zip(out_nonzero, out_avals)]
+        return tree_unflatten(store.tree, flat)
+
+    return f_jvp
 
 
 def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
@@ -306,7 +325,7 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
 
     def linearize_and_solve(pair):
         x, b = pair
-        _, f_jvp = api.linearize(f, x)
+        f_jvp = _linearized(f, x)
         return tangent_solve(f_jvp, b)
 
     pair_leaves, pair_tree = tree_flatten((initial_guess, initial_guess))

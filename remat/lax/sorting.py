@@ -15,9 +15,12 @@ import operator
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
+from remat.lax.gather_scatter_common import GatherDimensionNumbers
+from remat.lax.gathers import gather
+from remat.lax.shape import broadcasted_iota, expand_dims
 from remat.lax.standard import (
     ANY,
     REAL,
@@ -94,7 +97,7 @@ def _sort_transpose(cts, *operands, dimension, is_stable, num_keys):
     if not linear:
         return out
     shape = core.get_aval(keys[0]).shape
-    iota = lax.broadcasted_iota(dtypes.default_int_dtype(), shape, dimension)
+    iota = broadcasted_iota(dtypes.default_int_dtype(), shape, dimension)
     perm = sort_p.bind(*keys, iota, dimension=dimension, is_stable=True,
                        num_keys=num_keys)[-1]
     # ``sorted[j] = x[perm[j]]``, so the cotangent of ``x[perm[j]]`` is ``ct[j]``: sort the
@@ -236,10 +239,10 @@ def _gather_along(tangent, indices, axis):
     """``take_along_axis(tangent, indices, axis)`` as one gather (JAX's top_k JVP)."""
     rank = core.get_aval(indices).ndim
     others = tuple(i for i in range(rank) if i != axis)
-    dnums = lax.GatherDimensionNumbers(
+    dnums = GatherDimensionNumbers(
         offset_dims=(), collapsed_slice_dims=(axis,), start_index_map=(axis,),
         operand_batching_dims=others, start_indices_batching_dims=others)
-    return lax.gather(tangent, lax.expand_dims(indices, (rank,)), dnums, (1,) * rank)
+    return gather(tangent, expand_dims(indices, (rank,)), dnums, (1,) * rank)
 
 
 def _top_k_jvp(primals, tangents, *, k, axis):

@@ -9,9 +9,25 @@ unary primitives in ``remat.lax.elementwise`` (on kernels of the same module).
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.interpreters import ad, batching
-from remat.lax import special
+from remat.lax import elementwise, special
+from remat.lax.elementwise import (
+    add,
+    digamma,
+    div,
+    exp,
+    gt,
+    lgamma,
+    log,
+    log1p,
+    mul,
+    neg,
+    select,
+    sign,
+    sub,
+)
+from remat.lax.shape import broadcast_in_dim, full_like
 from remat.lax.standard import (
     FLOAT,
     as_operands,
@@ -63,7 +79,7 @@ def defjvp_elementwise(prim, *rules, with_output=False):
             shape = broadcasting_shape(prim.name, [core.get_aval(p) for p in primals])
             t = rule(g, *args, **params)
             if core.get_aval(t).shape != shape:
-                t = lax.broadcast_in_dim(t, shape, ())
+                t = broadcast_in_dim(t, shape, ())
             return t
 
         return broadcast_rule
@@ -105,20 +121,20 @@ def random_gamma_grad(a, x):
     a, x = as_operands("random_gamma_grad", a, x)
     shape = np.broadcast_shapes(core.get_aval(a).shape, core.get_aval(x).shape)
     a, x = (v if core.get_aval(v).shape == shape else
-            lax.broadcast_in_dim(v, shape, tuple(range(core.get_aval(v).ndim))) for v in (a, x))
+            broadcast_in_dim(v, shape, tuple(range(core.get_aval(v).ndim))) for v in (a, x))
     return random_gamma_grad_p.bind(a, x)
 
 
 def _igamma_density(a, x):
     """``dP/dx = x^(a-1) exp(-x) / Gamma(a)``, through logarithms."""
-    one = lax.full_like(a, 1)
-    return lax.exp(lax.sub(lax.mul(lax.sub(a, one), lax.log(x)), lax.add(x, lax.lgamma(a))))
+    one = full_like(a, 1)
+    return exp(sub(mul(sub(a, one), log(x)), add(x, lgamma(a))))
 
 
-defjvp_elementwise(igamma_p, lambda g, a, x: lax.mul(g, igamma_grad_a(a, x)),
-                   lambda g, a, x: lax.mul(g, _igamma_density(a, x)))
-defjvp_elementwise(igammac_p, lambda g, a, x: lax.neg(lax.mul(g, igamma_grad_a(a, x))),
-                   lambda g, a, x: lax.neg(lax.mul(g, _igamma_density(a, x))))
+defjvp_elementwise(igamma_p, lambda g, a, x: mul(g, igamma_grad_a(a, x)),
+                   lambda g, a, x: mul(g, _igamma_density(a, x)))
+defjvp_elementwise(igammac_p, lambda g, a, x: neg(mul(g, igamma_grad_a(a, x))),
+                   lambda g, a, x: neg(mul(g, _igamma_density(a, x))))
 
 
 def _random_gamma_grad_da(g, ans, a, x):
@@ -127,9 +143,9 @@ def _random_gamma_grad_da(g, ans, a, x):
 
 def _random_gamma_grad_dx(g, ans, a, x):
     """r = -P_a / P_x, so dr/dx = psi(a) - log x - r ((a - 1) / x - 1)."""
-    one = lax.full_like(a, 1)
-    slope = lax.sub(lax.div(lax.sub(a, one), x), one)
-    return lax.mul(g, lax.sub(lax.sub(lax.digamma(a), lax.log(x)), lax.mul(ans, slope)))
+    one = full_like(a, 1)
+    slope = sub(div(sub(a, one), x), one)
+    return mul(g, sub(sub(digamma(a), log(x)), mul(ans, slope)))
 
 
 defjvp_elementwise(random_gamma_grad_p, _random_gamma_grad_da, _random_gamma_grad_dx,
@@ -153,11 +169,11 @@ def _betainc_grad_not_supported(g, a, b, x):
 
 def _betainc_dx(g, a, b, x):
     """``x^(a-1) (1-x)^(b-1) / B(a, b)``."""
-    one = lax.full_like(x, 1)
-    lbeta = lax.sub(lax.add(lax.lgamma(a), lax.lgamma(b)), lax.lgamma(lax.add(a, b)))
-    log_density = lax.add(lax.mul(lax.sub(b, one), lax.log1p(lax.neg(x))),
-                          lax.mul(lax.sub(a, one), lax.log(x)))
-    return lax.mul(lax.exp(lax.sub(log_density, lbeta)), g)
+    one = full_like(x, 1)
+    lbeta = sub(add(lgamma(a), lgamma(b)), lgamma(add(a, b)))
+    log_density = add(mul(sub(b, one), log1p(neg(x))),
+                          mul(sub(a, one), log(x)))
+    return mul(exp(sub(log_density, lbeta)), g)
 
 
 defjvp_elementwise(regularized_incomplete_beta_p, _betainc_grad_not_supported,
@@ -192,17 +208,17 @@ def bessel_i1e(x):
 
 
 def _bessel_i0e_jvp(g, y, x):
-    return lax.mul(g, lax.sub(bessel_i1e(x), lax.mul(lax.sign(x), y)))
+    return mul(g, sub(bessel_i1e(x), mul(sign(x), y)))
 
 
 def _bessel_i1e_jvp(g, y, x):
     """``i0e(x) - y (sign(x) + 1/x)``, with its limit 1/2 at |x| <= eps."""
-    eps = lax.full_like(x, dtypes.finfo(core.get_aval(x).dtype).eps)
-    not_tiny = lax.gt(lax.abs(x), eps)
-    safe_x = lax.select(not_tiny, x, eps)
-    dy_dx = lax.sub(bessel_i0e(safe_x),
-                    lax.mul(y, lax.add(lax.sign(safe_x), lax.div(lax.full_like(x, 1), safe_x))))
-    return lax.mul(g, lax.select(not_tiny, dy_dx, lax.full_like(x, 0.5)))
+    eps = full_like(x, dtypes.finfo(core.get_aval(x).dtype).eps)
+    not_tiny = gt(elementwise.abs(x), eps)
+    safe_x = select(not_tiny, x, eps)
+    dy_dx = sub(bessel_i0e(safe_x),
+                    mul(y, add(sign(safe_x), div(full_like(x, 1), safe_x))))
+    return mul(g, select(not_tiny, dy_dx, full_like(x, 0.5)))
 
 
 defjvp_elementwise(bessel_i0e_p, _bessel_i0e_jvp, with_output=True)

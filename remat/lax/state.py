@@ -25,10 +25,12 @@ scalar indices clamped into their axis, as JAX does for Refs.
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import Primitive, ShapedArray, Tracer
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
+from remat.lax.elementwise import add, clamp, convert_element_type, lt, select
+from remat.lax.shape import full
 from remat.numpy import indexing as jnp_indexing
 from remat.runtime import memory
 
@@ -271,11 +273,11 @@ def indexed_shape(indexer, dynamic_shapes):
 def _clamped(i, dim):
     """A dynamic scalar index counted from the end when negative, clamped into the axis."""
     dtype = core.get_aval(i).dtype
-    i = lax.convert_element_type(i, dtype)
+    i = convert_element_type(i, dtype)
     if dtype.kind == "i":
-        i = lax.select(lax.lt(i, lax.full((), 0, dtype)), lax.add(i, lax.full((), dim, dtype)),
+        i = select(lt(i, full((), 0, dtype)), add(i, full((), dim, dtype)),
                        i)
-    return lax.clamp(lax.full((), 0, dtype), i, lax.full((), max(dim - 1, 0), dtype))
+    return clamp(full((), 0, dtype), i, full((), max(dim - 1, 0), dtype))
 
 
 def _value_index(indexer, dynamic):
@@ -298,7 +300,7 @@ def _like(x, aval):
     """``x`` with exactly the dtype and weak type of ``aval`` (contents keep their type)."""
     x_aval = core.get_aval(x)
     if x_aval.dtype != aval.dtype or x_aval.weak_type != aval.weak_type:
-        return lax.convert_element_type(x, aval.dtype, aval.weak_type)
+        return convert_element_type(x, aval.dtype, aval.weak_type)
     return x
 
 
@@ -322,7 +324,7 @@ def add_value(contents, indexer, dynamic, x):
     """``contents`` with ``contents[idx] += x``: the contents after ``addupdate``."""
     aval = core.get_aval(contents)
     if indexer.is_full:
-        return _like(lax.add(contents, _like(x, aval)), aval)
+        return _like(add(contents, _like(x, aval)), aval)
     return _like(jnp_indexing.scatter_update(contents, _value_index(indexer, dynamic), x,
                                              "scatter_add"), aval)
 

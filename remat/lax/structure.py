@@ -8,9 +8,12 @@ import operator
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
+from remat.lax.elementwise import convert_element_type
+from remat.lax.reductions import reduce_sum
+from remat.lax.shape import broadcast, broadcast_in_dim, concatenate, full, reshape
 from remat.lax.standard import canonical_shape, check_same_dtypes, standard_primitive
 
 __all__ = [
@@ -69,7 +72,7 @@ split_p = standard_primitive("split", _split_impl, _split_abstract_eval,
 def _split_transpose(cts, x, *, sizes, axis):
     if all(type(c) is ad.Zero for c in cts):
         return [None]
-    return [lax.concatenate(_instantiate(cts), axis)]
+    return [concatenate(_instantiate(cts), axis)]
 
 
 def _split_batch(vals, dims, *, sizes, axis):
@@ -106,7 +109,7 @@ tile_p = standard_primitive("tile", lambda x, *, reps: np.tile(x, reps), _tile_a
 def _tile_transpose(ct, x, *, reps):
     shape = x.aval.shape
     pairs = tuple(k for pair in zip(reps, shape) for k in pair)
-    return [lax.reduce_sum(lax.reshape(ct, pairs), tuple(range(0, 2 * len(shape), 2)))]
+    return [reduce_sum(reshape(ct, pairs), tuple(range(0, 2 * len(shape), 2)))]
 
 
 def _tile_batch(vals, dims, *, reps):
@@ -225,15 +228,15 @@ def collapse(operand, start_dimension, stop_dimension=None):
     if hi < lo:
         raise ValueError(f"Invalid dimension range passed to collapse: {shape}"
                          f"[{start_dimension}:{stop_dimension}]")
-    return lax.reshape(operand, shape[:lo] + (math.prod(shape[lo:hi]),) + shape[hi:])
+    return reshape(operand, shape[:lo] + (math.prod(shape[lo:hi]),) + shape[hi:])
 
 
 def broadcast_to_rank(x, rank):
     """``x`` with leading size-1 dims added up to ``rank``."""
     aval = core.get_aval(x)
     if aval.ndim == rank and not hasattr(x, "aval"):  # a NumPy or Python value: as an array
-        return lax.convert_element_type(x, aval.dtype, aval.weak_type)
-    return lax.broadcast(x, (1,) * (rank - aval.ndim))
+        return convert_element_type(x, aval.dtype, aval.weak_type)
+    return broadcast(x, (1,) * (rank - aval.ndim))
 
 
 def broadcast_shapes(*shapes):
@@ -262,16 +265,16 @@ def broadcast_like(arr, like_arr):
                          f"broadcast to {shape}")
     lead = len(shape) - aval.ndim
     kept = tuple(i for i, d in enumerate(aval.shape) if d == shape[lead + i])
-    squeezed = lax.reshape(arr, tuple(aval.shape[i] for i in kept)) \
+    squeezed = reshape(arr, tuple(aval.shape[i] for i in kept)) \
         if len(kept) != aval.ndim else arr
-    return lax.broadcast_in_dim(squeezed, shape, tuple(lead + i for i in kept))
+    return broadcast_in_dim(squeezed, shape, tuple(lead + i for i in kept))
 
 
 def empty(shape, dtype, *, out_sharding=None):
     """An array of ``shape`` and ``dtype`` whose values are unspecified (zeros here)."""
     shape = canonical_shape(shape if isinstance(shape, (tuple, list)) else (shape,),
                             "empty shape")
-    return lax.full(shape, 0, dtype)
+    return full(shape, 0, dtype)
 
 
 _SCALAR_TYPES = {bool: np.bool_, int: np.int64, float: np.float64, complex: np.complex128}
@@ -302,4 +305,4 @@ def shape_as_value(shape):
     shape = canonical_shape(shape, "shape_as_value shape")
     big = any(d > np.iinfo(np.int32).max for d in shape)
     dtype = dtypes.canonicalize_dtype(np.int64 if big else np.int32)
-    return lax.convert_element_type(np.asarray(shape, dtype).reshape(len(shape)), dtype)
+    return convert_element_type(np.asarray(shape, dtype).reshape(len(shape)), dtype)

@@ -22,11 +22,16 @@ import operator
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
-from remat.lax import combiners
+from remat.lax import combiners, elementwise, slicing
+from remat.lax import shape as lax_shape
 from remat.lax.convolution import padtype_to_pads
+from remat.lax.elementwise import add, ge_p, le_p
+from remat.lax.gather_scatter_common import ScatterDimensionNumbers
+from remat.lax.scatters import scatter_add
+from remat.lax.shape import broadcast_in_dim, expand_dims, iota, pad, reshape
 from remat.lax.standard import standard_primitive
 from remat.tree_util import tree_flatten, tree_unflatten
 
@@ -215,7 +220,7 @@ def _reduce_window_sum_transpose(ct, x, *, window_dimensions, window_strides, pa
     pads = _vjp_lhs_padding(in_shape, window_dimensions, window_strides, ct_shape, padding,
                             base_dilation, window_dilation)
     config = [(lo, hi, s - 1) for (lo, hi), s in zip(pads, window_strides)]
-    padded = lax.pad(ct, lax.full((), 0, core.get_aval(ct).dtype), config)
+    padded = pad(ct, lax_shape.full((), 0, core.get_aval(ct).dtype), config)
     ones = (1,) * len(in_shape)
     return [reduce_window_sum_p.bind(
         padded, window_dimensions=window_dimensions, window_strides=base_dilation,
@@ -264,13 +269,13 @@ def _chooser_jvp(select_prim):
 
 
 def _select_fill(select_prim, dtype):
-    if select_prim is lax.ge_p:
+    if select_prim is ge_p:
         return combiners.max_identity(dtype)
     return combiners.min_identity(dtype)
 
 
 def _check_select_prim(name, select_prim):
-    if select_prim not in (lax.ge_p, lax.le_p):
+    if select_prim not in (ge_p, le_p):
         raise TypeError(f"{name} select_prim must be ge_p or le_p, got {select_prim}")
 
 
@@ -289,7 +294,7 @@ def _select_and_gather_add_abstract_eval(tangents, operand, *, select_prim, wind
 def _select_switches(select_prim, current, candidate):
     """Where a window scan moves from ``current`` to ``candidate``: where ``select`` does not
     keep the current element (XLA's select-and-scatter order: the first of equals stays)."""
-    keep = np.greater_equal(current, candidate) if select_prim is lax.ge_p else \
+    keep = np.greater_equal(current, candidate) if select_prim is ge_p else \
         np.less_equal(current, candidate)
     return ~keep
 
@@ -338,14 +343,14 @@ def _select_and_gather_add_transpose(ct, t, x, *, select_prim, window_dimensions
     ndim = len(window_dimensions)
     dilated = any(r != 1 for r in base_dilation)
     if dilated:  # the holes of a base-dilated operand are never selected
-        fill = lax.full((), _select_fill(select_prim, core.get_aval(x).dtype),
+        fill = lax_shape.full((), _select_fill(select_prim, core.get_aval(x).dtype),
                         core.get_aval(x).dtype)
-        x = lax.pad(x, fill, [(0, 0, r - 1) for r in base_dilation])
+        x = pad(x, fill, [(0, 0, r - 1) for r in base_dilation])
     out = select_and_scatter_add_p.bind(ct, x, select_prim=select_prim,
                                         window_dimensions=window_dimensions,
                                         window_strides=window_strides, padding=padding)
     if dilated:
-        out = lax.slice(out, (0,) * ndim, core.get_aval(out).shape, base_dilation)
+        out = slicing.slice(out, (0,) * ndim, core.get_aval(out).shape, base_dilation)
     return [out, None]
 
 
@@ -357,18 +362,18 @@ def _scatter_to_selected(ct, x, t_aval, select_prim, window_dimensions, window_s
     shape = t_aval.shape
     n = _size(shape)
     index_dtype = dtypes.int64 if n >= 2 ** 31 - 1 else dtypes.int32
-    positions = lax.add(lax.reshape(lax.iota(index_dtype, n), shape),
-                        lax.full((), 1, index_dtype))
+    positions = add(reshape(iota(index_dtype, n), shape),
+                        lax_shape.full((), 1, index_dtype))
     chosen = select_and_gather_add_p.bind(
         positions, x, select_prim=select_prim, window_dimensions=window_dimensions,
         window_strides=window_strides, padding=padding, base_dilation=base_dilation,
         window_dilation=window_dilation)
-    chosen = lax.expand_dims(chosen, (core.get_aval(chosen).ndim,))
-    dnums = lax.ScatterDimensionNumbers(
+    chosen = expand_dims(chosen, (core.get_aval(chosen).ndim,))
+    dnums = ScatterDimensionNumbers(
         update_window_dims=(), inserted_window_dims=(0,),
         scatter_dims_to_operand_dims=(0,))
-    flat = lax.scatter_add(lax.full((n + 1,), 0, t_aval.dtype), chosen, ct, dnums)
-    return lax.reshape(lax.slice(flat, (1,), (n + 1,)), shape)
+    flat = scatter_add(lax_shape.full((n + 1,), 0, t_aval.dtype), chosen, ct, dnums)
+    return reshape(slicing.slice(flat, (1,), (n + 1,)), shape)
 
 
 def _select_and_gather_add_batch(vals, dims, **params):
@@ -380,8 +385,8 @@ def _select_and_gather_add_batch(vals, dims, **params):
 ad.primitive_jvps[select_and_gather_add_p] = _select_and_gather_add_jvp
 ad.primitive_transposes[select_and_gather_add_p] = _select_and_gather_add_transpose
 batching.primitive_batchers[select_and_gather_add_p] = _select_and_gather_add_batch
-ad.defjvp(reduce_window_max_p, _chooser_jvp(lax.ge_p))
-ad.defjvp(reduce_window_min_p, _chooser_jvp(lax.le_p))
+ad.defjvp(reduce_window_max_p, _chooser_jvp(ge_p))
+ad.defjvp(reduce_window_min_p, _chooser_jvp(le_p))
 
 
 # --- select_and_scatter_add: each window's source value added at its selected element --------
@@ -582,15 +587,15 @@ def _reduce_window_decomposed(operands, inits, jaxpr, window_dimensions, window_
     shape = core.get_aval(operands[0]).shape
     out_shape = reduce_window_shape_tuple(shape, window_dimensions, window_strides, padding,
                                           base_dilation, window_dilation)
-    acc = [lax.broadcast_in_dim(i, out_shape, ()) for i in inits]
+    acc = [broadcast_in_dim(i, out_shape, ()) for i in inits]
     if _size(out_shape) == 0:
         return acc
     config = [(lo, hi, r - 1) for (lo, hi), r in zip(padding, base_dilation)]
-    padded = [lax.pad(x, i, config) for x, i in zip(operands, inits)]
+    padded = [pad(x, i, config) for x, i in zip(operands, inits)]
     for idx in np.ndindex(*window_dimensions):
         start = [k * r for k, r in zip(idx, window_dilation)]
         limit = [s + (o - 1) * st + 1 for s, o, st in zip(start, out_shape, window_strides)]
-        acc = combiners.apply(jaxpr, acc + [lax.slice(p, start, limit, window_strides)
+        acc = combiners.apply(jaxpr, acc + [slicing.slice(p, start, limit, window_strides)
                                             for p in padded])
     return acc
 
@@ -624,13 +629,13 @@ def _is_concrete_scalar(x):
 def _monoid_primitive(computation, init):
     """The sum/max/min primitive that ``reduce_window(operand, init, computation)`` is, when
     ``computation`` is ``lax.add``/``max``/``min`` and ``init`` its identity (as JAX)."""
-    if computation not in (lax.add, lax.max, lax.min) or not _is_concrete_scalar(init):
+    if computation not in (add, elementwise.max, elementwise.min) or not _is_concrete_scalar(init):
         return None
     value = np.asarray(core.concrete_or_error(init))
     dtype = core.get_aval(init).dtype
-    if computation is lax.add:
+    if computation is add:
         return reduce_window_sum_p if value == 0 else None
-    if computation is lax.max:
+    if computation is elementwise.max:
         return reduce_window_max_p if value == combiners.max_identity(dtype) else None
     return reduce_window_min_p if value == combiners.min_identity(dtype) else None
 
@@ -675,7 +680,7 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
         prim = _monoid_primitive(computation, flat_inits[0])
         if prim is not None:
             return tree_unflatten(tree, [prim.bind(flat_operands[0], **params)])
-    inits = [lax.full((), x) if dtypes.is_python_scalar(x) else x for x in flat_inits]
+    inits = [lax_shape.full((), x) if dtypes.is_python_scalar(x) else x for x in flat_inits]
     avals = [core.get_aval(x) for x in inits]
     jaxpr, out_tree = combiners.trace_combiner(computation, avals, tree, "reduce_window")
     if out_tree != tree:

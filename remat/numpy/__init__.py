@@ -29,6 +29,10 @@ from remat.numpy.einsum import einsum, einsum_path
 from remat.numpy import linalg
 from remat.numpy import fft
 
-# Last: attaches operators and methods (x + y, x[i], x.at[i], x.sum() ...) to Array and to
-# tracers, calling the functions above.
+# Last: operators and methods (x + y, x[i], x.at[i], x.sum() ...) on Array and on tracers,
+# calling the functions above.
+import sys as _sys
+
 from remat.numpy import array_methods
+
+array_methods.attach(_sys.modules[__name__])

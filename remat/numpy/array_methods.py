@@ -8,9 +8,14 @@ behave identically. ``remat.numpy`` imports this module last, when all its funct
 import numpy as np
 
 from remat import core, lax
-from remat import numpy as jnp
 from remat.array import Array
-from remat.numpy import indexing
+from remat.numpy import elementwise, indexing, reductions
+from remat.numpy.creation import ones_like
+from remat.numpy.elementwise import floor_divide, imag, real, remainder
+from remat.numpy.logic import equal
+from remat.numpy.scalar_types import astype
+from remat.numpy.searching import compress
+from remat.numpy.shapes import ravel, reshape, swapaxes, transpose
 
 _ACCEPTED = (int, float, complex, np.generic, np.ndarray, Array, core.Tracer)
 
@@ -25,7 +30,7 @@ def _binary(name, reflected=False):
     def op(self, other):
         if not _accepted(other):
             return NotImplemented
-        fun = getattr(jnp, name)
+        fun = getattr(_numpy, name)
         return fun(other, self) if reflected else fun(self, other)
 
     return op
@@ -34,7 +39,7 @@ def _binary(name, reflected=False):
 def _equality(name, symbol):
     def op(self, other):
         if _accepted(other):
-            return getattr(jnp, name)(self, other)
+            return getattr(_numpy, name)(self, other)
         # As JAX: containers are rejected rather than compared by identity.
         if type(other) in (dict, list, set, tuple):
             raise TypeError(f"unsupported operand type(s) for {symbol}: "
@@ -46,7 +51,7 @@ def _equality(name, symbol):
 
 def _unary(name):
     def op(self):
-        return getattr(jnp, name)(self)
+        return getattr(_numpy, name)(self)
 
     return op
 
@@ -54,18 +59,18 @@ def _unary(name):
 def _divmod(self, other):
     if not _accepted(other):
         return NotImplemented
-    return jnp.floor_divide(self, other), jnp.remainder(self, other)
+    return floor_divide(self, other), remainder(self, other)
 
 
 def _rdivmod(self, other):
     if not _accepted(other):
         return NotImplemented
-    return jnp.floor_divide(other, self), jnp.remainder(other, self)
+    return floor_divide(other, self), remainder(other, self)
 
 
 def _round_operator(self, ndigits=None):
     """``round(x)``: like Python's, no ``ndigits`` gives an integer (array)."""
-    out = jnp.round(self, ndigits or 0)
+    out = elementwise.round(self, ndigits or 0)
     return out.astype(int) if ndigits is None else out
 
 
@@ -81,7 +86,7 @@ def _setitem(self, idx, value):
 
 
 def _contains(self, element):
-    return bool(jnp.any(jnp.equal(self, element)))
+    return bool(reductions.any(equal(self, element)))
 
 
 def _copy(self):
@@ -125,18 +130,18 @@ for _name, _fun in [("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
 
 def _astype(self, dtype, copy=False, device=None):
     """``x`` cast to ``dtype``."""
-    return jnp.astype(self, dtype)
+    return astype(self, dtype)
 
 
 def _reshape(self, *args, order="C"):
     """``x.reshape(2, 3)`` or ``x.reshape((2, 3))``."""
     shape = args[0] if len(args) == 1 and not isinstance(args[0], (int, np.integer)) else args
-    return jnp.reshape(self, shape, order=order)
+    return reshape(self, shape, order=order)
 
 
 def _ravel(self, order="C"):
     """``x`` as a 1-D array."""
-    return jnp.ravel(self, order=order)
+    return ravel(self, order=order)
 
 
 def _transpose(self, *args):
@@ -147,26 +152,26 @@ def _transpose(self, *args):
         axes = args[0]
     else:
         axes = args
-    return jnp.transpose(self, axes)
+    return transpose(self, axes)
 
 
 def _transpose_property(self):
-    return jnp.transpose(self)
+    return transpose(self)
 
 
 def _matrix_transpose_property(self):
     ndim = core.get_aval(self).ndim
     if ndim < 2:
         raise ValueError(f"matrix_transpose requires at least 2 dimensions; got ndim={ndim}")
-    return jnp.swapaxes(self, -1, -2)
+    return swapaxes(self, -1, -2)
 
 
 def _real_property(self):
-    return jnp.real(self)
+    return real(self)
 
 
 def _imag_property(self):
-    return jnp.imag(self)
+    return imag(self)
 
 
 def _itemsize_property(self):
@@ -274,16 +279,16 @@ class _IndexUpdateRef:
     def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
                wrap_negative_indices=True):
         """``x[idx] /= values`` (true division, so integer arrays give floats as in JAX)."""
-        return jnp.divide(self.array, self._update(
+        return elementwise.divide(self.array, self._update(
             "scatter_mul", values, indices_are_sorted, unique_indices, mode,
-            wrap_negative_indices, array=jnp.ones_like(self.array)))
+            wrap_negative_indices, array=ones_like(self.array)))
 
     def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
               wrap_negative_indices=True):
         """``x[idx] **= values``."""
-        return jnp.power(self.array, self._update(
+        return elementwise.power(self.array, self._update(
             "scatter_mul", values, indices_are_sorted, unique_indices, mode,
-            wrap_negative_indices, array=jnp.ones_like(self.array)))
+            wrap_negative_indices, array=ones_like(self.array)))
 
     def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
             wrap_negative_indices=True):
@@ -306,7 +311,7 @@ def _forward(name):
     """A method ``x.name(*args, **kwargs)`` that is ``jnp.name(x, *args, **kwargs)``."""
 
     def method(self, *args, **kwargs):
-        return getattr(jnp, name)(self, *args, **kwargs)
+        return getattr(_numpy, name)(self, *args, **kwargs)
 
     method.__name__ = name
     method.__doc__ = f"``remat.numpy.{name}`` of this array."
@@ -315,7 +320,7 @@ def _forward(name):
 
 def _compress(self, condition, axis=None, *, size=None, fill_value=0, out=None):
     """``x.compress(condition)``: ``jnp.compress(condition, x)``."""
-    return jnp.compress(condition, self, axis=axis, size=size, fill_value=fill_value, out=out)
+    return compress(condition, self, axis=axis, size=size, fill_value=fill_value, out=out)
 
 
 def _tracer_item(self, *args):
@@ -360,19 +365,24 @@ _TRACER_ONLY = {  # Array has its own versions of these
 }
 
 
-def _attach():
+_numpy = None  # remat.numpy's namespace, whose functions the operators and methods call
+
+
+def attach(numpy_namespace):
+    """Attach the operators and methods to Array and tracers, calling the functions of
+    ``numpy_namespace`` (``remat.numpy`` hands itself over once it is complete)."""
+    global _numpy
+    _numpy = numpy_namespace
     for cls in (Array, core.Tracer):
         for name, fun in _OPERATORS.items():
             setattr(cls, name, fun)
         for name, fun in _METHODS.items():
             setattr(cls, name, fun)
         for name in _FORWARDED:
-            if hasattr(jnp, name):  # only what remat.numpy implements
+            if hasattr(_numpy, name):  # only what remat.numpy implements
                 setattr(cls, name, _forward(name))
         for name, fun in _PROPERTIES.items():
             setattr(cls, name, property(fun))
     for name, value in _TRACER_ONLY.items():
         setattr(core.Tracer, name, value)
 
-
-_attach()

@@ -11,11 +11,15 @@ import operator
 
 import numpy as np
 
-import remat.numpy as jnp
 from remat import dtypes, lax
 from remat.array import Array
 from remat.core import Tracer
 from remat.lax.fft import FftType
+from remat.numpy.creation import arange
+from remat.numpy.elementwise import conj
+from remat.numpy.padding import pad
+from remat.numpy.shapes import moveaxis, roll
+from remat.numpy.util import array, asarray
 
 __all__ = [
     "fft", "fft2", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifft2", "ifftn", "ifftshift",
@@ -29,7 +33,7 @@ def _ensure_arraylike(name, x):
     if not isinstance(x, _ARRAYLIKE):
         raise TypeError(f"{name} requires ndarray or scalar arguments, got {type(x)} at "
                         f"position 0.")
-    return jnp.asarray(x)
+    return asarray(x)
 
 
 def _norm_factor(s, func_name, norm):
@@ -62,7 +66,7 @@ def _fft_core(func_name, fft_type, a, s, axes, norm):
         raise ValueError(f"{full_name} does not support repeated axes. Got axes {axes}.")
     if orig_axes is not None:  # the transformed axes go last, for the primitive
         axes = tuple(range(arr.ndim - len(axes), arr.ndim))
-        arr = jnp.moveaxis(arr, orig_axes, axes)
+        arr = moveaxis(arr, orig_axes, axes)
     if s is not None:
         in_s = list(arr.shape)
         for axis, n in zip(axes, s):
@@ -70,7 +74,7 @@ def _fft_core(func_name, fft_type, a, s, axes, norm):
         if fft_type == FftType.IRFFT:
             in_s[-1] = in_s[-1] // 2 + 1
         arr = arr[tuple(slice(n) for n in in_s)]
-        arr = jnp.pad(arr, [(0, n - m) for n, m in zip(in_s, arr.shape)])
+        arr = pad(arr, [(0, n - m) for n, m in zip(in_s, arr.shape)])
     elif fft_type == FftType.IRFFT:
         s = [arr.shape[axis] for axis in axes[:-1]]
         if axes:
@@ -81,9 +85,9 @@ def _fft_core(func_name, fft_type, a, s, axes, norm):
     if norm is not None:
         factor = _norm_factor(s, func_name, norm)
         if factor != 1.0:
-            transformed = transformed * jnp.array(factor, dtype=transformed.dtype)
+            transformed = transformed * array(factor, dtype=transformed.dtype)
     if orig_axes is not None:
-        transformed = jnp.moveaxis(transformed, axes, orig_axes)
+        transformed = moveaxis(transformed, axes, orig_axes)
     return transformed
 
 
@@ -133,7 +137,7 @@ def hfft(a, n=None, axis=-1, norm=None):
     """The transform of a signal with Hermitian symmetry, given its half spectrum ``a``: a
     real signal of length ``n`` (default ``2 * (a.shape[axis] - 1)``)."""
     _axis_check_1d("hfft", axis)
-    conj_a = jnp.conj(_ensure_arraylike("jax.numpy.fft.hfft", a))
+    conj_a = conj(_ensure_arraylike("jax.numpy.fft.hfft", a))
     nn = (conj_a.shape[axis] - 1) * 2 if n is None else n
     return _fft_core_1d("hfft", FftType.IRFFT, conj_a, n, axis, norm) * nn
 
@@ -145,7 +149,7 @@ def ihfft(a, n=None, axis=-1, norm=None):
     arr = _ensure_arraylike("jax.numpy.fft.ihfft", a)
     nn = arr.shape[axis] if n is None else n
     out = _fft_core_1d("ihfft", FftType.RFFT, arr, n, axis, norm)
-    return jnp.conj(out) * jnp.array(1 / nn, dtype=out.dtype)
+    return conj(out) * array(1 / nn, dtype=out.dtype)
 
 
 def fft2(a, s=None, axes=(-2, -1), norm=None):
@@ -204,17 +208,17 @@ def fftfreq(n, d=1.0, *, dtype=None, device=None):
     out_dtype = dtypes.canonicalize_dtype(dtype or dtypes.default_float_dtype())
     dtype = (out_dtype if out_dtype.kind in "fc" else dtypes.default_float_dtype())
     dtype = np.finfo(dtype).dtype
-    i = jnp.arange(n, dtype=dtype)
+    i = arange(n, dtype=dtype)
     k = (i + n // 2) % n - n // 2
-    return (k.astype(dtype) / jnp.array(d * n, dtype=dtype)).astype(out_dtype)
+    return (k.astype(dtype) / array(d * n, dtype=dtype)).astype(out_dtype)
 
 
 def rfftfreq(n, d=1.0, *, dtype=None, device=None):
     """The sample frequencies of ``rfft``: ``[0, 1, ..., n//2] / (d n)``."""
     _check_freq_args("rfftfreq", n, d)
     dtype = dtype or dtypes.default_float_dtype()
-    k = jnp.arange(0, n // 2 + 1, dtype=dtype)
-    return k / jnp.array(d * n, dtype=dtype)
+    k = arange(0, n // 2 + 1, dtype=dtype)
+    return k / array(d * n, dtype=dtype)
 
 
 def _shifts(x, axes, sign):
@@ -230,11 +234,11 @@ def fftshift(x, axes=None):
     """Move the zero frequency to the centre (a roll by half of each axis)."""
     x = _ensure_arraylike("fftshift", x)
     shift, axes = _shifts(x, axes, 1)
-    return jnp.roll(x, shift, axes)
+    return roll(x, shift, axes)
 
 
 def ifftshift(x, axes=None):
     """The inverse of ``fftshift``."""
     x = _ensure_arraylike("ifftshift", x)
     shift, axes = _shifts(x, axes, -1)
-    return jnp.roll(x, shift, axes)
+    return roll(x, shift, axes)

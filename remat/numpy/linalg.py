@@ -16,12 +16,22 @@ from typing import NamedTuple
 
 import numpy as np
 
-import remat.numpy as jnp
 from remat import dtypes
 from remat.array import Array
 from remat.core import Tracer
 from remat.custom_derivatives import custom_jvp
 from remat.lax import linalg as lax_linalg
+from remat.numpy import contractions, elementwise, reductions, selection
+from remat.numpy.creation import arange, eye, ones, zeros, zeros_like
+from remat.numpy.einsum import einsum
+from remat.numpy.elementwise import conj, exp, log, power, real, sqrt, square
+from remat.numpy.indexing import take_along_axis
+from remat.numpy.logic import isinf, isnan, where
+from remat.numpy.reductions import count_nonzero, cumprod, prod
+from remat.numpy.scalar_types import complexfloating, finfo, inexact, issubdtype, result_type
+from remat.numpy.shapes import broadcast_to, concatenate, expand_dims, flip, moveaxis, swapaxes
+from remat.numpy.sorting import argsort
+from remat.numpy.util import array, asarray, broadcast_shapes
 
 __all__ = [
     "cholesky", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv",
@@ -69,25 +79,25 @@ def _ensure_arraylike(name, *args):
         if not isinstance(x, _SCALARS):
             raise TypeError(f"{name} requires ndarray or scalar arguments, got {type(x)} at "
                             f"position {i}.")
-    return [jnp.asarray(x) for x in args]
+    return [asarray(x) for x in args]
 
 
 def _promote_inexact(*args):
     """``args`` as arrays of their common inexact dtype (integers and booleans become the
     default float)."""
-    dtype = jnp.result_type(*args)
-    if not jnp.issubdtype(dtype, jnp.inexact):
+    dtype = result_type(*args)
+    if not issubdtype(dtype, inexact):
         dtype = dtypes.default_float_dtype()
-    arrays = [jnp.asarray(x) for x in args]
+    arrays = [asarray(x) for x in args]
     return [x if x.dtype == dtype else x.astype(dtype) for x in arrays]
 
 
 def _mT(x):
-    return jnp.swapaxes(x, -1, -2)
+    return swapaxes(x, -1, -2)
 
 
 def _H(x):
-    return jnp.conj(_mT(x))
+    return conj(_mT(x))
 
 
 def _symmetrize(x):
@@ -95,11 +105,11 @@ def _symmetrize(x):
 
 
 def _is_complex(x):
-    return jnp.issubdtype(x.dtype, jnp.complexfloating)
+    return issubdtype(x.dtype, complexfloating)
 
 
 def _abs_sq(x):
-    return jnp.square(jnp.abs(x)) if _is_complex(x) else x * x
+    return square(elementwise.abs(x)) if _is_complex(x) else x * x
 
 
 def _canonicalize_axis(axis, ndim):
@@ -127,13 +137,13 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False, subset_by_index
     (a,) = _promote_inexact(*_ensure_arraylike("jnp.linalg.svd", a))
     if hermitian:
         w, v = lax_linalg.eigh(a, subset_by_index=subset_by_index)
-        s = jnp.abs(v)
-        order = jnp.flip(jnp.argsort(s, axis=-1), axis=-1)  # descending, as JAX's sort + rev
-        s = jnp.take_along_axis(s, order, axis=-1)
+        s = elementwise.abs(v)
+        order = flip(argsort(s, axis=-1), axis=-1)  # descending, as JAX's sort + rev
+        s = take_along_axis(s, order, axis=-1)
         if not compute_uv:
             return s
-        sign = jnp.take_along_axis(jnp.sign(v), order, axis=-1)
-        u = jnp.take_along_axis(w, order[..., None, :], axis=-1)
+        sign = take_along_axis(elementwise.sign(v), order, axis=-1)
+        u = take_along_axis(w, order[..., None, :], axis=-1)
         return SVDResult(u, s, _H(u * sign[..., None, :].astype(u.dtype)))
     out = lax_linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv,
                          subset_by_index=subset_by_index)
@@ -219,7 +229,7 @@ def _solve_core_jvp(primals, tangents):
     (a, b), (da, db) = primals, tangents
     lu_, _, perm = lax_linalg.lu(a)
     x = lax_linalg.lu_solve(lu_, perm, b)
-    return x, lax_linalg.lu_solve(lu_, perm, db - jnp.matmul(da, x))
+    return x, lax_linalg.lu_solve(lu_, perm, db - contractions.matmul(da, x))
 
 
 def solve(a, b):
@@ -240,9 +250,9 @@ def solve(a, b):
     if a.shape[-1] != a.shape[-2] or core_b[0] != a.shape[-1]:
         raise ValueError(f"The arguments to solve must have shapes a=[..., m, m] and "
                          f"b=[..., m, k] or b=[..., m]; got a={a.shape} and b={b.shape}")
-    batch = jnp.broadcast_shapes(a.shape[:-2], b.shape[:b.ndim - len(core_b)])
-    a = jnp.broadcast_to(a, batch + a.shape[-2:])
-    b = jnp.broadcast_to(b[..., None] if vector else b, batch + core_b + ((1,) if vector else ()))
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:b.ndim - len(core_b)])
+    a = broadcast_to(a, batch + a.shape[-2:])
+    b = broadcast_to(b[..., None] if vector else b, batch + core_b + ((1,) if vector else ()))
     x = _solve_core(a, b)
     return x[..., 0] if vector else x
 
@@ -253,51 +263,51 @@ def inv(a):
     if arr.ndim < 2 or arr.shape[-1] != arr.shape[-2]:
         raise ValueError(f"Argument to inv must have shape [..., n, n], got {arr.shape}.")
     (arr,) = _promote_inexact(arr)
-    return solve(arr, jnp.broadcast_to(jnp.eye(arr.shape[-1], dtype=arr.dtype), arr.shape))
+    return solve(arr, broadcast_to(eye(arr.shape[-1], dtype=arr.dtype), arr.shape))
 
 
 def _lu_sign_parity(pivots, n):
-    iota = jnp.arange(n, dtype=pivots.dtype)
-    return jnp.count_nonzero(pivots != iota, axis=-1)
+    iota = arange(n, dtype=pivots.dtype)
+    return count_nonzero(pivots != iota, axis=-1)
 
 
 def _slogdet_from_lu(a):
     lu_, pivots, _ = lax_linalg.lu(a)
     dtype = a.dtype
-    diag = jnp.diagonal(lu_, axis1=-2, axis2=-1)
-    is_zero = jnp.any(diag == jnp.array(0, dtype=dtype), axis=-1)
+    diag = selection.diagonal(lu_, axis1=-2, axis2=-1)
+    is_zero = reductions.any(diag == array(0, dtype=dtype), axis=-1)
     parity = _lu_sign_parity(pivots, a.shape[-1])
     if _is_complex(a):
-        sign = jnp.prod(diag / jnp.abs(diag).astype(dtype), axis=-1)
+        sign = prod(diag / elementwise.abs(diag).astype(dtype), axis=-1)
     else:
-        sign = jnp.array(1, dtype=dtype)
-        parity = parity + jnp.count_nonzero(diag < 0, axis=-1)
-    sign = jnp.where(is_zero, jnp.array(0, dtype=dtype),
-                     sign * jnp.array(-2 * (parity % 2) + 1, dtype=dtype))
-    logdet = jnp.where(is_zero, jnp.array(-np.inf, dtype=dtype),
-                       jnp.sum(jnp.log(jnp.abs(diag)).astype(dtype), axis=-1))
-    return sign, jnp.real(logdet)
+        sign = array(1, dtype=dtype)
+        parity = parity + count_nonzero(diag < 0, axis=-1)
+    sign = where(is_zero, array(0, dtype=dtype),
+                     sign * array(-2 * (parity % 2) + 1, dtype=dtype))
+    logdet = where(is_zero, array(-np.inf, dtype=dtype),
+                       reductions.sum(log(elementwise.abs(diag)).astype(dtype), axis=-1))
+    return sign, real(logdet)
 
 
 def _slogdet_from_qr(a):
     """``|det a| = prod |r_ii|``; the sign of ``det q`` (a product of reflections) from the
     LU of the well-conditioned ``q``."""
     q, r = lax_linalg.qr(a, full_matrices=False)
-    r_diag = jnp.diagonal(r, axis1=-2, axis2=-1)
+    r_diag = selection.diagonal(r, axis1=-2, axis2=-1)
     sign_q, _ = _slogdet_from_lu(q)
-    return sign_q * jnp.prod(jnp.sign(r_diag), axis=-1), jnp.sum(jnp.log(jnp.abs(r_diag)),
-                                                                 axis=-1)
+    logdet = reductions.sum(log(elementwise.abs(r_diag)), axis=-1)
+    return sign_q * prod(elementwise.sign(r_diag), axis=-1), logdet
 
 
 def _slogdet_jvp(primals, tangents):
     (x,), (g,) = primals, tangents
     sign, ans = slogdet(x)
-    ans_dot = jnp.trace(solve(x, g), axis1=-1, axis2=-2)
+    ans_dot = reductions.trace(solve(x, g), axis1=-1, axis2=-2)
     if _is_complex(x):
-        sign_dot = (ans_dot - jnp.real(ans_dot).astype(ans_dot.dtype)) * sign
-        ans_dot = jnp.real(ans_dot)
+        sign_dot = (ans_dot - real(ans_dot).astype(ans_dot.dtype)) * sign
+        ans_dot = real(ans_dot)
     else:
-        sign_dot = jnp.zeros_like(sign)
+        sign_dot = zeros_like(sign)
     return (sign, ans), (sign_dot, ans_dot)
 
 
@@ -314,7 +324,7 @@ def _slogdet_small(a):
         det_ = a[..., 0, 0]
     else:
         det_ = a[..., 0, 0] * a[..., 1, 1] - a[..., 0, 1] * a[..., 1, 0]
-    return jnp.sign(det_), jnp.real(jnp.log(jnp.abs(det_)))
+    return elementwise.sign(det_), real(log(elementwise.abs(det_)))
 
 
 @_slogdet_small.defjvp
@@ -329,10 +339,10 @@ def _slogdet_small_jvp(primals, tangents):
         ans_dot = (g[..., 0, 0] * x11 - g[..., 0, 1] * x10 - g[..., 1, 0] * x01
                    + g[..., 1, 1] * x00) / det_
     if _is_complex(x):
-        sign_dot = (ans_dot - jnp.real(ans_dot).astype(ans_dot.dtype)) * sign
-        ans_dot = jnp.real(ans_dot)
+        sign_dot = (ans_dot - real(ans_dot).astype(ans_dot.dtype)) * sign
+        ans_dot = real(ans_dot)
     else:
-        sign_dot = jnp.zeros_like(sign)
+        sign_dot = zeros_like(sign)
     return (sign, ans), (sign_dot, ans_dot)
 
 
@@ -359,40 +369,40 @@ def _cofactor_solve(a, b):
     if n == 1:
         return a[..., 0, 0], b
     lu_, pivots, permutation = lax_linalg.lu(a)
-    batch = jnp.broadcast_shapes(lu_.shape[:-2], b.shape[:-2])
-    x = jnp.broadcast_to(b, batch + b.shape[-2:])
-    lu_ = jnp.broadcast_to(lu_, batch + lu_.shape[-2:])
-    diag = jnp.diagonal(lu_, axis1=-2, axis2=-1)
+    batch = broadcast_shapes(lu_.shape[:-2], b.shape[:-2])
+    x = broadcast_to(b, batch + b.shape[-2:])
+    lu_ = broadcast_to(lu_, batch + lu_.shape[-2:])
+    diag = selection.diagonal(lu_, axis1=-2, axis2=-1)
     parity = _lu_sign_parity(pivots, n)
-    sign = jnp.asarray(-2 * (parity % 2) + 1, dtype=a.dtype)
+    sign = asarray(-2 * (parity % 2) + 1, dtype=a.dtype)
     # partial_det[..., -1] is det(a); partial_det[..., -2] is det(u) / u_nn.
-    partial_det = jnp.cumprod(diag, axis=-1) * sign[..., None]
+    partial_det = cumprod(diag, axis=-1) * sign[..., None]
     lu_ = lu_.at[..., -1, -1].set(1.0 / partial_det[..., -2])
-    permutation = jnp.broadcast_to(permutation, (*batch, n))
-    d = lax_linalg.triangular_solve(lu_, jnp.ones(x.shape[:-1], x.dtype), left_side=True,
+    permutation = broadcast_to(permutation, (*batch, n))
+    d = lax_linalg.triangular_solve(lu_, ones(x.shape[:-1], x.dtype), left_side=True,
                                     lower=False)
-    d = jnp.any(jnp.isnan(d) | jnp.isinf(d), axis=-1)[..., None, None]  # not full rank
-    x = jnp.where(d, jnp.zeros_like(x), x)
-    x = jnp.take_along_axis(x, permutation[..., None], axis=-2)
+    d = reductions.any(isnan(d) | isinf(d), axis=-1)[..., None, None]  # not full rank
+    x = where(d, zeros_like(x), x)
+    x = take_along_axis(x, permutation[..., None], axis=-2)
     x = lax_linalg.triangular_solve(lu_, x, left_side=True, lower=True, unit_diagonal=True)
-    x = jnp.concatenate((x[..., :-1, :] * partial_det[..., -1, None, None], x[..., -1:, :]),
+    x = concatenate((x[..., :-1, :] * partial_det[..., -1, None, None], x[..., -1:, :]),
                         axis=-2)
     x = lax_linalg.triangular_solve(lu_, x, left_side=True, lower=False)
-    x = jnp.where(d, jnp.zeros_like(x), x)
+    x = where(d, zeros_like(x), x)
     return partial_det[..., -1], x
 
 
 @custom_jvp
 def _det(a):
     sign, logdet = slogdet(a)
-    return sign * jnp.exp(logdet).astype(sign.dtype)
+    return sign * exp(logdet).astype(sign.dtype)
 
 
 @_det.defjvp
 def _det_jvp(primals, tangents):
     (x,), (g,) = primals, tangents
     y, z = _cofactor_solve(x, g)
-    return y, jnp.trace(z, axis1=-1, axis2=-2)
+    return y, reductions.trace(z, axis1=-1, axis2=-2)
 
 
 def det(a):
@@ -419,16 +429,16 @@ def det(a):
 def _pinv_impl(a, rtol, hermitian):
     m, n = a.shape[-2:]
     if m == 0 or n == 0:
-        return jnp.zeros(a.shape[:-2] + (n, m), a.dtype)
-    arr = jnp.conj(a)
+        return zeros(a.shape[:-2] + (n, m), a.dtype)
+    arr = conj(a)
     if rtol is None:
-        rtol = 10.0 * max(m, n) * jnp.array(jnp.finfo(arr.dtype).eps)
-    rtol = jnp.asarray(rtol)
+        rtol = 10.0 * max(m, n) * array(finfo(arr.dtype).eps)
+    rtol = asarray(rtol)
     u, s, vh = svd(arr, full_matrices=False, hermitian=hermitian)
-    rtol = jnp.expand_dims(rtol[..., None], tuple(range(s.ndim - rtol.ndim - 1)))
+    rtol = expand_dims(rtol[..., None], tuple(range(s.ndim - rtol.ndim - 1)))
     cutoff = rtol * s[..., 0:1]  # singular values at most rtol * the largest are dropped
-    s = jnp.where(s > cutoff, s, np.inf).astype(u.dtype)
-    res = jnp.matmul(_mT(vh), _mT(u) / s[..., None])
+    s = where(s > cutoff, s, np.inf).astype(u.dtype)
+    res = contractions.matmul(_mT(vh), _mT(u) / s[..., None])
     return res.astype(arr.dtype)
 
 
@@ -482,24 +492,24 @@ def lstsq(a, b, rcond=None, *, numpy_resid=False):
     m, n = a.shape
     dtype = a.dtype
     if a.size == 0:
-        s = jnp.zeros(0, dtype=a.dtype)
-        rank = jnp.array(0, dtype=int)
-        x = jnp.zeros((n, *b.shape[1:]), dtype=a.dtype)
+        s = zeros(0, dtype=a.dtype)
+        rank = array(0, dtype=int)
+        x = zeros((n, *b.shape[1:]), dtype=a.dtype)
     else:
         if rcond is None:
-            rcond = float(jnp.finfo(dtype).eps) * max(n, m)
+            rcond = float(finfo(dtype).eps) * max(n, m)
         else:
-            rcond = jnp.where(rcond < 0, jnp.finfo(dtype).eps, rcond)
+            rcond = where(rcond < 0, finfo(dtype).eps, rcond)
         u, s, vt = svd(a, full_matrices=False)
-        mask = (s > 0) & (s >= jnp.array(rcond, dtype=s.dtype) * s[0])
+        mask = (s > 0) & (s >= array(rcond, dtype=s.dtype) * s[0])
         rank = mask.sum()
-        safe_s = jnp.where(mask, s, 1).astype(a.dtype)
-        s_inv = jnp.where(mask, 1 / safe_s, 0)[:, None]
-        x = jnp.matmul(_H(vt), s_inv * jnp.matmul(_H(u), b))
+        safe_s = where(mask, s, 1).astype(a.dtype)
+        s_inv = where(mask, 1 / safe_s, 0)[:, None]
+        x = contractions.matmul(_H(vt), s_inv * contractions.matmul(_H(u), b))
     if numpy_resid and (rank < n or m <= n):
-        resid = jnp.asarray([])
+        resid = asarray([])
     else:
-        resid = norm(b - jnp.matmul(a, x), axis=0) ** 2
+        resid = norm(b - contractions.matmul(a, x), axis=0) ** 2
     if b_orig_ndim == 1:
         x = x.ravel()
     return x, resid, rank, s
@@ -518,9 +528,9 @@ def matrix_rank(M, rtol=None, *, hermitian=False, tol=None):
         return (M != 0).any().astype(np.int32)
     S = svd(M, full_matrices=False, compute_uv=False, hermitian=hermitian)
     if rtol is None:
-        rtol = S.max(-1) * np.array(max(M.shape[-2:]), S.dtype) * jnp.finfo(S.dtype).eps
-    rtol = jnp.expand_dims(rtol, np.ndim(rtol))
-    return jnp.sum(S > rtol, axis=-1)
+        rtol = S.max(-1) * np.array(max(M.shape[-2:]), S.dtype) * finfo(S.dtype).eps
+    rtol = expand_dims(rtol, np.ndim(rtol))
+    return reductions.sum(S > rtol, axis=-1)
 
 
 def matrix_power(a, n):
@@ -537,7 +547,7 @@ def matrix_power(a, n):
     except TypeError as err:
         raise TypeError(f"exponent must be an integer, got {n}") from err
     if n == 0:
-        return jnp.broadcast_to(jnp.eye(arr.shape[-2], dtype=arr.dtype), arr.shape)
+        return broadcast_to(eye(arr.shape[-2], dtype=arr.dtype), arr.shape)
     if n < 0:
         arr, n = inv(arr), -n
     if n <= 3:
@@ -575,7 +585,7 @@ def cond(x, p=None):
                              f"{arr.shape=}")
         r = norm(arr, ord=p, axis=(-2, -1)) * norm(inv(arr), ord=p, axis=(-2, -1))
     # NaNs (from a singular x) become infinities where x itself has no NaNs.
-    return jnp.where(jnp.isnan(r) & ~jnp.isnan(arr).any(axis=(-2, -1)), np.inf, r)
+    return where(isnan(r) & ~isnan(arr).any(axis=(-2, -1)), np.inf, r)
 
 
 # --- norms -----------------------------------------------------------------------------------
@@ -585,48 +595,48 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     """The vector ``ord``-norm over ``axis`` (all axes, flattened, by default)."""
     (x,) = _promote_inexact(*_ensure_arraylike("jnp.linalg.vector_norm", x))
     if ord is None or ord == 2:
-        return jnp.sqrt(jnp.sum(_abs_sq(x), axis=axis, keepdims=keepdims))
+        return sqrt(reductions.sum(_abs_sq(x), axis=axis, keepdims=keepdims))
     if isinstance(ord, str):
         msg = f"Invalid order '{ord}' for vector norm."
         if ord in ("inf", "-inf"):
             msg += f"Use '{ord[:-3]}jax.numpy.inf' instead."
         raise ValueError(msg)
     if ord == np.inf:
-        return jnp.max(jnp.abs(x), axis=axis, keepdims=keepdims, initial=0)
+        return reductions.max(elementwise.abs(x), axis=axis, keepdims=keepdims, initial=0)
     if ord == -np.inf:
-        return jnp.min(jnp.abs(x), axis=axis, keepdims=keepdims)
+        return reductions.min(elementwise.abs(x), axis=axis, keepdims=keepdims)
     if ord == 0:
-        return jnp.sum(x != 0, dtype=jnp.finfo(x.dtype).dtype, axis=axis, keepdims=keepdims)
+        return reductions.sum(x != 0, dtype=finfo(x.dtype).dtype, axis=axis, keepdims=keepdims)
     if ord == 1:
-        return jnp.sum(jnp.abs(x), axis=axis, keepdims=keepdims)
-    abs_x = jnp.abs(x)
-    ord_arr = jnp.array(ord, abs_x.dtype)
-    out = jnp.sum(abs_x ** ord_arr, axis=axis, keepdims=keepdims)
-    return jnp.power(out, jnp.array(1.0, abs_x.dtype) / ord_arr)
+        return reductions.sum(elementwise.abs(x), axis=axis, keepdims=keepdims)
+    abs_x = elementwise.abs(x)
+    ord_arr = array(ord, abs_x.dtype)
+    out = reductions.sum(abs_x ** ord_arr, axis=axis, keepdims=keepdims)
+    return power(out, array(1.0, abs_x.dtype) / ord_arr)
 
 
 def _matrix_norm(x, ord, axis, keepdims):
     row_axis, col_axis = axis
     if ord is None or ord in ("f", "fro"):
-        return jnp.sqrt(jnp.sum(_abs_sq(x), axis=axis, keepdims=keepdims))
+        return sqrt(reductions.sum(_abs_sq(x), axis=axis, keepdims=keepdims))
     if ord in (1, -1, np.inf, -np.inf):
         # 1: the largest column sum (sum over rows); inf: the largest row sum.
         sum_axis, pick_axis = (row_axis, col_axis) if ord in (1, -1) else (col_axis, row_axis)
         if not keepdims and pick_axis > sum_axis:
             pick_axis -= 1
-        sums = jnp.sum(jnp.abs(x), axis=sum_axis, keepdims=keepdims)
+        sums = reductions.sum(elementwise.abs(x), axis=sum_axis, keepdims=keepdims)
         if ord > 0:
-            return jnp.max(sums, axis=pick_axis, keepdims=keepdims, initial=0)
-        return jnp.min(sums, axis=pick_axis, keepdims=keepdims)
+            return reductions.max(sums, axis=pick_axis, keepdims=keepdims, initial=0)
+        return reductions.min(sums, axis=pick_axis, keepdims=keepdims)
     if ord in ("nuc", 2, -2):
-        s = svd(jnp.moveaxis(x, axis, (-2, -1)), compute_uv=False)
+        s = svd(moveaxis(x, axis, (-2, -1)), compute_uv=False)
         if ord == 2:
-            y = jnp.max(s, axis=-1, initial=0)
+            y = reductions.max(s, axis=-1, initial=0)
         elif ord == -2:
-            y = jnp.min(s, axis=-1)
+            y = reductions.min(s, axis=-1)
         else:
-            y = jnp.sum(s, axis=-1)
-        return jnp.expand_dims(y, axis) if keepdims else y
+            y = reductions.sum(s, axis=-1)
+        return expand_dims(y, axis) if keepdims else y
     raise ValueError(f"Invalid order '{ord}' for matrix norm.")
 
 
@@ -638,7 +648,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     ndim = x.ndim
     if axis is None:
         if ord is None:
-            return jnp.sqrt(jnp.sum(_abs_sq(x), keepdims=keepdims))
+            return sqrt(reductions.sum(_abs_sq(x), keepdims=keepdims))
         axis = tuple(range(ndim))
     elif isinstance(axis, tuple):
         axis = tuple(_canonicalize_axis(a, ndim) for a in axis)
@@ -669,7 +679,7 @@ def cross(x1, x2, /, *, axis=-1):
     if x1.shape[axis] != 3 or x2.shape[axis] != 3:
         raise ValueError(f"Both input arrays must be (arrays of) 3-dimensional vectors, but "
                          f"they have {x1.shape[axis]=} and {x2.shape[axis]=}")
-    return jnp.cross(x1, x2, axis=axis)
+    return contractions.cross(x1, x2, axis=axis)
 
 
 def outer(x1, x2, /):
@@ -694,14 +704,15 @@ def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
     """The dot product of vectors along ``axis`` (conjugating ``x1``), broadcasting the
     rest."""
     x1, x2 = _ensure_arraylike("jnp.linalg.vecdot", x1, x2)
-    return jnp.vecdot(x1, x2, axis=axis, precision=precision,
+    return contractions.vecdot(x1, x2, axis=axis, precision=precision,
                       preferred_element_type=preferred_element_type)
 
 
 def matmul(x1, x2, /, *, precision=None, preferred_element_type=None):
     """Matrix product with NumPy's broadcasting."""
     x1, x2 = _ensure_arraylike("jnp.linalg.matmul", x1, x2)
-    return jnp.matmul(x1, x2, precision=precision, preferred_element_type=preferred_element_type)
+    return contractions.matmul(x1, x2, precision=precision,
+                               preferred_element_type=preferred_element_type)
 
 
 def tensordot(x1, x2, /, *, axes=2, precision=None, preferred_element_type=None,
@@ -709,20 +720,20 @@ def tensordot(x1, x2, /, *, axes=2, precision=None, preferred_element_type=None,
     """Tensor contraction over ``axes`` (an int: the last of ``x1`` with the first of
     ``x2``; or two sequences of axes)."""
     x1, x2 = _ensure_arraylike("jnp.linalg.tensordot", x1, x2)
-    return jnp.tensordot(x1, x2, axes=axes, precision=precision,
+    return contractions.tensordot(x1, x2, axes=axes, precision=precision,
                          preferred_element_type=preferred_element_type)
 
 
 def diagonal(x, /, *, offset=0):
     """The diagonals of the last two axes."""
     (x,) = _ensure_arraylike("jnp.linalg.diagonal", x)
-    return jnp.diagonal(x, offset=offset, axis1=-2, axis2=-1)
+    return selection.diagonal(x, offset=offset, axis1=-2, axis2=-1)
 
 
 def trace(x, /, *, offset=0, dtype=None):
     """The sum of the diagonals of the last two axes."""
     (x,) = _ensure_arraylike("jnp.linalg.trace", x)
-    return jnp.trace(x, offset=offset, axis1=-2, axis2=-1, dtype=dtype)
+    return reductions.trace(x, offset=offset, axis1=-2, axis2=-1, dtype=dtype)
 
 
 def tensorinv(a, ind=2):
@@ -745,7 +756,7 @@ def tensorsolve(a, b, axes=None):
     """The ``x`` with ``tensordot(a, x, x.ndim) == b``."""
     a_arr, b_arr = _ensure_arraylike("tensorsolve", a, b)
     if axes is not None:
-        a_arr = jnp.moveaxis(a_arr, axes, len(axes) * (a_arr.ndim - 1,))
+        a_arr = moveaxis(a_arr, axes, len(axes) * (a_arr.ndim - 1,))
     out_shape = a_arr.shape[b_arr.ndim:]
     if a_arr.shape[:b_arr.ndim] != b_arr.shape:
         raise ValueError(f"After moving axes to end, leading shape of a must match shape of "
@@ -779,5 +790,5 @@ def multi_dot(arrays, *, precision=None):
         einsum_axes[0] = einsum_axes[0][1:]
     if arrs[-1].ndim == 1:
         einsum_axes[-1] = einsum_axes[-1][:1]
-    return jnp.einsum(*itertools.chain(*zip(arrs, einsum_axes)), optimize="auto",
+    return einsum(*itertools.chain(*zip(arrs, einsum_axes)), optimize="auto",
                       precision=precision)

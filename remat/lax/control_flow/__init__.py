@@ -1,6 +1,8 @@
 """Control flow primitives: ``cond`` (and ``switch``), ``while_loop``, ``scan`` — each carrying
 its body jaxpr(s) as params, with impl, abstract eval, JVP, partial-eval, transpose, batching
-and DCE rules — plus ``fori_loop`` and ``map`` written on them.
+and DCE rules — plus ``fori_loop`` and ``map`` written on them. The ``checkpoints=`` forms
+of ``scan`` and ``while_loop`` (``checkpointed``) sit above the slicing ops they store states
+with; ``remat.lax`` imports them itself.
 
 Sub-jaxprs are ClosedJaxprs whose consts are concrete; values the user's functions close over
 are hoisted into leading operands when the function is traced, so outer tracers flow through
@@ -9,16 +11,8 @@ the rules like any operand.
 
 from remat.lax.control_flow.conditionals import cond, cond_p, switch
 from remat.lax.control_flow.loops import fori_loop, map, scan, scan_p, while_loop, while_p
-from remat.lax.control_flow.checkpointed import (  # registers scan/while_loop(checkpoints=)
-    checkpointed_scan_lin_p, checkpointed_scan_p, checkpointed_while_fwd_p,
-    checkpointed_while_lin_p, checkpointed_while_p)
 
 __all__ = [
-    "checkpointed_scan_lin_p",
-    "checkpointed_scan_p",
-    "checkpointed_while_fwd_p",
-    "checkpointed_while_lin_p",
-    "checkpointed_while_p",
     "cond",
     "cond_p",
     "fori_loop",

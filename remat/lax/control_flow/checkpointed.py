@@ -27,15 +27,20 @@ import math
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.call import recompute_whole_rule
 from remat.core import Primitive
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
-from remat.lax.control_flow import loops
+from remat.lax import elementwise
+from remat.lax import shape as lax_shape
+from remat.lax.control_flow import conditionals, loops
+from remat.lax.control_flow import loops as lax_loops
 from remat.lax.control_flow.common import _or, _run, _stage
+from remat.lax.control_flow.conditionals import switch
 from remat.lax.control_flow.loops import (
     _scan_abstract_eval,
+    fori_loop,
     scan_p,
 )
 from remat.lax.control_flow.revolve import (
@@ -48,13 +53,28 @@ from remat.lax.control_flow.revolve import (
     floordiv,
     scan_schedule,
 )
+from remat.lax.elementwise import (
+    add,
+    bitwise_and,
+    bitwise_not,
+    convert_element_type,
+    eq,
+    ge,
+    gt,
+    lt,
+    select,
+    sub,
+)
+from remat.lax.reductions import argmax, argmin, reduce_or, reduce_sum
+from remat.lax.shape import expand_dims
+from remat.lax.slicing import dynamic_index_in_dim, dynamic_update_index_in_dim, index_in_dim
 from remat.tree_util import tree_flatten, tree_unflatten
 
 # --- what the loops share --------------------------------------------------------------------
 
 
 def _zeros(aval):
-    return lax.full(aval.shape, 0, aval.dtype)
+    return lax_shape.full(aval.shape, 0, aval.dtype)
 
 
 # The checkpoints are stored in about sqrt(K) groups of about sqrt(K) slots, each group one
@@ -86,11 +106,11 @@ def _read(buf, slot, k):
     which, index = floordiv(slot, _I32(size))
 
     def group(g, buf, i):
-        return [lax.dynamic_index_in_dim(b, i, 0, keepdims=False) for b in buf[g * n:g * n + n]]
+        return [dynamic_index_in_dim(b, i, 0, keepdims=False) for b in buf[g * n:g * n + n]]
 
     if groups == 1:
         return group(0, buf, index)
-    return lax.switch(which, [functools.partial(group, g) for g in range(groups)], list(buf),
+    return switch(which, [functools.partial(group, g) for g in range(groups)], list(buf),
                       index)
 
 
@@ -101,19 +121,19 @@ def _write(buf, state, slot, k):
     which, index = floordiv(slot, _I32(size))
 
     def group(g, buf, state, i):
-        new = [lax.dynamic_update_index_in_dim(b, s, i, 0)
+        new = [dynamic_update_index_in_dim(b, s, i, 0)
                for b, s in zip(buf[g * n:g * n + n], state)]
         return list(buf[:g * n]) + new + list(buf[g * n + n:])
 
     if groups == 1:
         return group(0, buf, state, index)
-    return lax.switch(which, [functools.partial(group, g) for g in range(groups)], list(buf),
+    return switch(which, [functools.partial(group, g) for g in range(groups)], list(buf),
                       list(state), index)
 
 
 def _write_if(pred, buf, state, slot, k):
     """``state`` into ``slot`` where ``pred``; the store untouched (not copied) otherwise."""
-    return lax.cond(pred, lambda b, s, i: _write(b, s, i, k), lambda b, s, i: list(b),
+    return conditionals.cond(pred, lambda b, s, i: _write(b, s, i, k), lambda b, s, i: list(b),
                     list(buf), list(state), slot)
 
 
@@ -132,13 +152,13 @@ def _while(cond, body, init, checkpoints):
     """A while loop of the backward pass: plain, or checkpointed where it is differentiated."""
     if _differentiated():
         return while_loop(cond, body, init, checkpoints=checkpoints)
-    return lax.while_loop(cond, body, init)
+    return lax_loops.while_loop(cond, body, init)
 
 
 def _fori(count, fn, init, checkpoints):
     """``fori_loop(0, count, fn, init)`` for a traced ``count`` (see ``_while``)."""
-    return _while(lambda st: lax.lt(st[0], count),
-                  lambda st: [lax.add(st[0], _I32(1)), fn(st[0], st[1])],
+    return _while(lambda st: lt(st[0], count),
+                  lambda st: [add(st[0], _I32(1)), fn(st[0], st[1])],
                   [_I32(0), init], checkpoints)[1]
 
 
@@ -151,27 +171,27 @@ def _move(b, cur, cur_pos, buf, pos, held, advance, k):
     when free; ``held`` slots in use). Returns ``(stored, state, its step, buf, pos,
     held)``."""
     zero, one = _I32(0), _I32(1)
-    target = lax.sub(b, one)
+    target = sub(b, one)
     def restore(cur, cur_pos, buf, pos):
-        top = lax.argmax(pos, 0, _I32)
-        return [_read(buf, top, k), lax.dynamic_index_in_dim(pos, top, 0, False)]
+        top = argmax(pos, 0, _I32)
+        return [_read(buf, top, k), dynamic_index_in_dim(pos, top, 0, False)]
 
-    cur, cur_pos = lax.cond(lax.lt(cur_pos, zero), restore, lambda c, p, b, q: [list(c), p],
+    cur, cur_pos = conditionals.cond(lt(cur_pos, zero), restore, lambda c, p, b, q: [list(c), p],
                             list(cur), cur_pos, list(buf), pos)
-    left = lax.sub(b, cur_pos)
-    free = lax.sub(_I32(k), held)
-    m = lax.cond(lax.bitwise_and(lax.gt(left, one), lax.gt(free, zero)),
-                 lambda l, f: _split_traced(l, lax.add(f, one)),
-                 lambda l, f: lax.sub(l, one), left, free)
+    left = sub(b, cur_pos)
+    free = sub(_I32(k), held)
+    m = conditionals.cond(bitwise_and(gt(left, one), gt(free, zero)),
+                 lambda l, f: _split_traced(l, add(f, one)),
+                 lambda l, f: sub(l, one), left, free)
     cur = advance(cur, cur_pos, m)
-    cur_pos = lax.add(cur_pos, m)
-    store = lax.bitwise_and(lax.gt(free, zero), lax.lt(cur_pos, target))
-    slot = lax.argmin(pos, 0, _I32)
-    buf, pos = lax.cond(
-        store, lambda b, p, v, i, q: [_write(b, v, i, k), lax.dynamic_update_index_in_dim(
-            p, lax.expand_dims(q, (0,)), i, 0)],
+    cur_pos = add(cur_pos, m)
+    store = bitwise_and(gt(free, zero), lt(cur_pos, target))
+    slot = argmin(pos, 0, _I32)
+    buf, pos = conditionals.cond(
+        store, lambda b, p, v, i, q: [_write(b, v, i, k), dynamic_update_index_in_dim(
+            p, expand_dims(q, (0,)), i, 0)],
         lambda b, p, v, i, q: [list(b), p], list(buf), pos, list(cur), slot, cur_pos)
-    held = lax.select(store, lax.add(held, one), held)
+    held = select(store, add(held, one), held)
     return store, cur, cur_pos, buf, pos, held
 
 
@@ -179,13 +199,13 @@ def _after_reverse(stored, b, cur_pos, pos, held):
     """``(b, cur_pos, pos, held)`` after a move: when it reversed step ``b - 1``, the next step
     to reverse is the one before, the state at hand is spent and a checkpoint of the reversed
     step's input is freed."""
-    done = lax.bitwise_not(stored)
-    t = lax.sub(b, _I32(1))
-    at_t = lax.eq(pos, t)
-    drop = lax.bitwise_and(done, lax.reduce_or(at_t, (0,)))
-    freed = lax.select(at_t, lax.full(core.get_aval(pos).shape, -1, _I32), pos)
-    return (lax.select(done, t, b), lax.select(done, _I32(-1), cur_pos),
-            lax.select(done, freed, pos), lax.select(drop, lax.sub(held, _I32(1)), held))
+    done = bitwise_not(stored)
+    t = sub(b, _I32(1))
+    at_t = eq(pos, t)
+    drop = bitwise_and(done, reduce_or(at_t, (0,)))
+    freed = select(at_t, lax_shape.full(core.get_aval(pos).shape, -1, _I32), pos)
+    return (select(done, t, b), select(done, _I32(-1), cur_pos),
+            select(done, freed, pos), select(drop, sub(held, _I32(1)), held))
 
 
 def _carry_only(jaxpr, num_carry):
@@ -317,13 +337,13 @@ def _scan_forward(jaxpr, consts, init, xs, schedule, reverse, unroll):
 
     def step(state, x):
         carry, _, buf, t, j = state
-        store = lax.eq(t, lax.dynamic_index_in_dim(stored, lax.min(j, _I32(k - 1)), 0, False))
+        store = eq(t, dynamic_index_in_dim(stored, elementwise.min(j, _I32(k - 1)), 0, False))
         buf = _write_if(store, buf, carry, j, k)
         outs = _run(jaxpr, *consts, *carry, *x)
-        return (outs[:num_carry], list(carry), buf, lax.add(t, _I32(1)),
-                lax.select(store, lax.add(j, _I32(1)), j)), outs[num_carry:]
+        return (outs[:num_carry], list(carry), buf, add(t, _I32(1)),
+                select(store, add(j, _I32(1)), j)), outs[num_carry:]
 
-    (carry, last, buf, _, _), ys = lax.scan(
+    (carry, last, buf, _, _), ys = lax_loops.scan(
         step, (list(init), list(init), buf, _I32(0), _I32(0)), list(xs), length=schedule.steps,
         reverse=reverse, unroll=unroll)
     return carry, ys, buf, stored, last
@@ -411,7 +431,7 @@ def _scan_lin_forward(*args, jaxpr, num_consts, num_carry, length, reverse, unro
     n_xs = len(xs_nz)
     consts, xs, buf, _, _, tangents = _scan_lin_operands(args, num_consts, num_carry, n_xs,
                                                          checkpoints)
-    init = [lax.index_in_dim(b, 0, 0, keepdims=False) for b in buf[:num_carry]]
+    init = [index_in_dim(b, 0, 0, keepdims=False) for b in buf[:num_carry]]
     const_t, init_t, xs_t = _split(tangents, sum(const_nz), sum(carry_nz))
     in_avals = jaxpr.in_avals
     full_t = (_full_tangents(const_t, const_nz, in_avals[:num_consts]) +
@@ -437,7 +457,7 @@ def _accumulate(acc, ct):
     float0 (no values: it stays as it is)."""
     if core.get_aval(acc).dtype == dtypes.float0:
         return acc
-    return lax.add(acc, ct)
+    return add(acc, ct)
 
 
 def _scan_lin_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, unroll,
@@ -457,14 +477,14 @@ def _scan_lin_transpose(cts, *args, jaxpr, num_consts, num_carry, length, revers
     x_nz = [x for x, nz in zip(xs, xs_nz) if nz]
 
     def index(t):
-        return lax.sub(_I32(length - 1), t) if reverse else t
+        return sub(_I32(length - 1), t) if reverse else t
 
     def at(t, arrays):
-        return [lax.dynamic_index_in_dim(a, index(t), 0, False) for a in arrays]
+        return [dynamic_index_in_dim(a, index(t), 0, False) for a in arrays]
 
     def advance(state, start, count):
         def one(i, c):
-            return _run(body, *consts, *c, *at(lax.add(start, i), xs))
+            return _run(body, *consts, *c, *at(add(start, i), xs))
 
         return _fori(count, one, list(state), checkpoints)
 
@@ -482,10 +502,10 @@ def _scan_lin_transpose(cts, *args, jaxpr, num_consts, num_carry, length, revers
         b, cur, cur_pos, buf, pos, held, ct_c, acc = state
         stored, cur, cur_pos, buf, pos, held = _move(b, cur, cur_pos, buf, pos, held, advance,
                                                      checkpoints)
-        ct_c, acc, x_ct = lax.cond(
+        ct_c, acc, x_ct = conditionals.cond(
             stored, lambda c, t, g, a: [list(g), list(a), [_zeros(core.get_aval(x).update(
                 shape=core.get_aval(x).shape[1:]).to_tangent_aval()) for x in x_nz]],
-            reverse_step, list(cur), lax.sub(b, _I32(1)), list(ct_c), list(acc))
+            reverse_step, list(cur), sub(b, _I32(1)), list(ct_c), list(acc))
         b, cur_pos, pos, held = _after_reverse(stored, b, cur_pos, pos, held)
         return (b, cur, cur_pos, buf, pos, held, ct_c, acc), x_ct
 
@@ -493,11 +513,11 @@ def _scan_lin_transpose(cts, *args, jaxpr, num_consts, num_carry, length, revers
            if nz]
     init = (_I32(length), list(last), _I32(length - 1), list(buf), pos,
             _I32(len(schedule.first_sweep)), ct_carry, acc)
-    (_, _, _, _, _, _, ct_init, ct_consts), x_cts = lax.scan(move, init, None,
+    (_, _, _, _, _, _, ct_init, ct_consts), x_cts = lax_loops.scan(move, init, None,
                                                              length=schedule.moves)
     if x_nz:  # the moves that reversed a step, in the order of xs
         rows = schedule.reverse_move[::-1] if reverse else schedule.reverse_move
-        _, x_cts = lax.scan(lambda c, r: (c, [lax.dynamic_index_in_dim(x, r, 0, False)
+        _, x_cts = lax_loops.scan(lambda c, r: (c, [dynamic_index_in_dim(x, r, 0, False)
                                               for x in x_cts]), None, rows)
     lin = [ad.is_undefined_primal(t) for t in tangents]
     out = list(ct_consts) + list(ct_init) + list(x_cts)
@@ -549,7 +569,7 @@ def _loop_functions(cond_jaxpr, body_jaxpr, cconsts, bconsts):
     def masked(val):
         """A step that leaves a finished state as it is (a batch's elements finish apart)."""
         pred = cond(val)
-        return [lax.select(pred, new, old) for new, old in zip(body(val), val)]
+        return [select(pred, new, old) for new, old in zip(body(val), val)]
 
     return cond, body, masked
 
@@ -557,7 +577,7 @@ def _loop_functions(cond_jaxpr, body_jaxpr, cconsts, bconsts):
 def _bounded(cond, max_steps):
     if max_steps is None:
         return lambda step, val: cond(val)
-    return lambda step, val: lax.bitwise_and(lax.lt(step, _I32(max_steps)), cond(val))
+    return lambda step, val: bitwise_and(lt(step, _I32(max_steps)), cond(val))
 
 
 checkpointed_while_p = Primitive("checkpointed_while")
@@ -570,8 +590,8 @@ def _ckpt_while_loop(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, 
     cconsts, bconsts, init = _split(args, cond_nconsts, body_nconsts)
     cond, body, _ = _loop_functions(cond_jaxpr, body_jaxpr, cconsts, bconsts)
     bounded = _bounded(cond, max_steps)
-    _, out = lax.while_loop(lambda st: bounded(st[0], st[1]),
-                            lambda st: [lax.add(st[0], _I32(1)), body(st[1])],
+    _, out = lax_loops.while_loop(lambda st: bounded(st[0], st[1]),
+                            lambda st: [add(st[0], _I32(1)), body(st[1])],
                             [_I32(0), list(init)])
     return out
 
@@ -634,20 +654,20 @@ def _while_forward(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, ma
     bounded = _bounded(cond, max_steps)
     k = checkpoints
     buf = _new_store(body_jaxpr.out_avals, k)
-    pos = lax.full((k,), -1, _I32)
-    level = lax.dynamic_update_index_in_dim(lax.full((k,), 0, _I32),
-                                            lax.full((1,), _INT_MAX, _I32), _I32(0), 0)
+    pos = lax_shape.full((k,), -1, _I32)
+    level = dynamic_update_index_in_dim(lax_shape.full((k,), 0, _I32),
+                                            lax_shape.full((1,), _INT_MAX, _I32), _I32(0), 0)
     sw = [_I32(0), _I32(k), _I32(k), np.bool_(True)]
 
     def step_fn(st):
         step, sw, level, val, _, buf, pos = st
         save, slot, sw, level = _online_slot(step, sw, level, pos, k, max_steps)
-        buf, pos = lax.cond(
+        buf, pos = conditionals.cond(
             save, lambda b, p, v, i, s: [_write(b, v, i, k),
-                                         lax.dynamic_update_index_in_dim(
-                                             p, lax.expand_dims(s, (0,)), i, 0)],
+                                         dynamic_update_index_in_dim(
+                                             p, expand_dims(s, (0,)), i, 0)],
             lambda b, p, v, i, s: [list(b), p], list(buf), pos, list(val), slot, step)
-        return [lax.add(step, _I32(1)), sw, level, body(val), list(val), buf, pos]
+        return [add(step, _I32(1)), sw, level, body(val), list(val), buf, pos]
 
     steps, _, _, final, last, buf, pos = _while(
         lambda st: bounded(st[0], st[3]), step_fn,
@@ -705,7 +725,7 @@ def _while_lin_forward(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts
     n_carry = len(carry_nz)
     cconsts, bconsts, buf, _, steps, _, tangents = _while_lin_operands(
         args, cond_nconsts, body_nconsts, n_carry, checkpoints)
-    init = [lax.index_in_dim(b, 0, 0, keepdims=False) for b in buf[:n_carry]]
+    init = [index_in_dim(b, 0, 0, keepdims=False) for b in buf[:n_carry]]
     bconst_t, init_t = _split(tangents, sum(bconst_nz))[:2]
     full_t = (_full_tangents(bconst_t, bconst_nz, [core.get_aval(b) for b in bconsts]) +
               _full_tangents(init_t, carry_nz, body_jaxpr.out_avals))
@@ -713,7 +733,7 @@ def _while_lin_forward(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts
     def run(*primals):
         bc, val = primals[:body_nconsts], primals[body_nconsts:]
         _, _, masked = _loop_functions(cond_jaxpr, body_jaxpr, cconsts, bc)
-        return lax.fori_loop(_I32(0), steps, lambda i, v: masked(v), list(val))
+        return fori_loop(_I32(0), steps, lambda i, v: masked(v), list(val))
 
     _, t_out = ad.jvp_flat(run, [*bconsts, *init], full_t)
     return _tangents(t_out, carry_nz)
@@ -752,21 +772,21 @@ def _while_lin_transpose(cts, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_
         in_cts = _vjp_step(step_jaxpr, [*cconsts, *bconsts, *cur],
                            [False] * cond_nconsts + list(bconst_nz) + list(carry_nz), ct_out)
         b_ct, k_ct = in_cts[:sum(bconst_nz)], in_cts[sum(bconst_nz):]
-        return [k_ct, [lax.add(a, c) for a, c in zip(acc, b_ct)]]
+        return [k_ct, [add(a, c) for a, c in zip(acc, b_ct)]]
 
     def move(st):
         b, cur, cur_pos, buf, pos, held, ct, acc = st
         stored, cur, cur_pos, buf, pos, held = _move(b, cur, cur_pos, buf, pos, held, advance,
                                                      k)
-        ct, acc = lax.cond(stored, lambda c, g, a: [list(g), list(a)], reverse_step,
+        ct, acc = conditionals.cond(stored, lambda c, g, a: [list(g), list(a)], reverse_step,
                            list(cur), list(ct), list(acc))
         b, cur_pos, pos, held = _after_reverse(stored, b, cur_pos, pos, held)
         return [b, cur, cur_pos, buf, pos, held, ct, acc]
 
     ct = [ad.instantiate_zeros(c) for c in cts]
-    held = lax.reduce_sum(lax.convert_element_type(lax.ge(pos, _I32(0)), _I32), (0,))
-    st = _while(lambda st: lax.gt(st[0], _I32(0)), move,
-                [steps, list(last), lax.sub(steps, one), list(buf), pos, held, ct, acc], k)
+    held = reduce_sum(convert_element_type(ge(pos, _I32(0)), _I32), (0,))
+    st = _while(lambda st: gt(st[0], _I32(0)), move,
+                [steps, list(last), sub(steps, one), list(buf), pos, held, ct, acc], k)
     lin = [ad.is_undefined_primal(t) for t in tangents]
     out = list(st[7]) + list(st[6])
     return [None] * (len(args) - len(tangents)) + [c if li else None for c, li in zip(out, lin)]

@@ -2,10 +2,11 @@
 reordering or extending a body's inputs."""
 
 
-from remat import core, lax
+from remat import core
 from remat.api_util import flatten_fun_nokwargs, fun_name
 from remat.core import ClosedJaxpr, Jaxpr, Var
 from remat.interpreters import partial_eval as pe
+from remat.lax.shape import full
 from remat.tree_util import (
     keystr,
     tree_flatten_with_path,
@@ -59,7 +60,7 @@ def _live_consts(closed, new_jaxpr):
 
 
 def _zeros(aval):
-    return lax.full(aval.shape, 0, aval.dtype)
+    return full(aval.shape, 0, aval.dtype)
 
 
 def _type_str(aval):

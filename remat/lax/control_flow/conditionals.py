@@ -4,7 +4,7 @@ rules."""
 
 import numpy as np
 
-from remat import core, lax
+from remat import core
 from remat.api_util import fun_name
 from remat.call import recompute_whole_rule
 from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Primitive, Var
@@ -21,6 +21,8 @@ from remat.lax.control_flow.common import (
     _with_extra_invars,
     _zeros,
 )
+from remat.lax.elementwise import clamp, convert_element_type, ne, select_n
+from remat.lax.shape import broadcast_in_dim
 from remat.offload import offload_p, staged_with_reloads
 from remat.tree_util import (
     tree_flatten,
@@ -124,8 +126,8 @@ def _cond_batch(vals, dims, branches):
         outs = []
         for cases in zip(*branch_outs):
             shape = core.get_aval(cases[0]).shape
-            which = lax.broadcast_in_dim(index, shape, (0,)) if len(shape) > 1 else index
-            outs.append(lax.select_n(which, *cases))
+            which = broadcast_in_dim(index, shape, (0,)) if len(shape) > 1 else index
+            outs.append(select_n(which, *cases))
         return outs, [0] * len(outs)
     out_b = [False] * len(branches[0].out_avals)
     for b in branches:
@@ -275,9 +277,9 @@ def switch(index, branches, *operands):
     if index_aval.dtype.kind not in "iu":
         raise TypeError(f"Index type must be an integer, got {index} as "
                         f"{index_aval.dtype.name}")
-    index = lax.convert_element_type(index, np.int32)
+    index = convert_element_type(index, np.int32)
     if len(branches) > 1:
-        index = lax.clamp(np.int32(0), index, np.int32(len(branches) - 1))
+        index = clamp(np.int32(0), index, np.int32(len(branches) - 1))
     names = [f"branch {i}" for i in range(len(branches))]
     return _bind_branches(index, branches, operands, names, names, "switch")
 
@@ -292,8 +294,8 @@ def cond(pred, true_fun, false_fun, *operands):
     if aval.dtype.kind not in "biuf":
         raise TypeError(f"Pred type must be either boolean or number, got {aval.dtype}.")
     if aval.dtype.kind != "b":
-        pred = lax.ne(pred, lax.convert_element_type(0, aval.dtype))
-    index = lax.convert_element_type(pred, np.int32)
+        pred = ne(pred, convert_element_type(0, aval.dtype))
+    index = convert_element_type(pred, np.int32)
     return _bind_branches(index, [false_fun, true_fun], operands, ["false_fun", "true_fun"],
                           ["true_fun", "false_fun"], "cond")
 
@@ -324,7 +326,7 @@ def _strengthen(fun, weak):
         out = fun(*args)
         leaves, tree = tree_flatten(out)
         leaves = [x if w or not core.get_aval(x).weak_type
-                  else lax.convert_element_type(x, core.get_aval(x).dtype, False)
+                  else convert_element_type(x, core.get_aval(x).dtype, False)
                   for x, w in zip(leaves, weak)]
         return tree_unflatten(tree, leaves)
 

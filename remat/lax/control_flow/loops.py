@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from remat import core, dtypes, lax
+from remat import core, dtypes
 from remat.api_util import arg_names
 from remat.call import recompute_whole_rule
 from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Primitive, Var
@@ -20,6 +20,9 @@ from remat.lax.control_flow.common import (
     _with_extra_invars,
     _zeros,
 )
+from remat.lax.elementwise import add, convert_element_type, lt, select
+from remat.lax.reductions import reduce_or
+from remat.lax.shape import broadcast_in_dim
 from remat.tree_util import (
     tree_flatten,
     tree_structure,
@@ -221,7 +224,7 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
         cts_in = ad.backward_pass(jaxpr.jaxpr, jaxpr.consts, primal, list(ctc) + list(cty))
         c_cts, k_cts, x_cts = _scan_split(cts_in, num_consts, num_carry)
         c_cts = [ad.instantiate_zeros(c) for c, lin in zip(c_cts, const_lin) if lin]
-        new_acc = [lax.add(a_, c) for a_, c in zip(acc, c_cts)]
+        new_acc = [add(a_, c) for a_, c in zip(acc, c_cts)]
         k_cts = [ad.instantiate_zeros(c) for c in k_cts]
         x_cts = [ad.instantiate_zeros(c) for c, lin in zip(x_cts, xs_lin) if lin]
         return new_acc + k_cts + x_cts
@@ -420,7 +423,7 @@ def _strong_carry(init_flat, out_avals):
     for x, b in zip(init_flat, out_avals):
         a = core.get_aval(x)
         if a.weak_type and not b.weak_type:
-            x = lax.convert_element_type(x, a.dtype, False)
+            x = convert_element_type(x, a.dtype, False)
             changed = True
         new.append(x)
     return new, changed
@@ -665,7 +668,7 @@ def batch_while(vals, dims, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     k_avals = [core.get_aval(x) for x in carry]
 
     def any_cond(*a):
-        return [lax.reduce_or(_run(cond_b, *a)[0], (0,))]
+        return [reduce_or(_run(cond_b, *a)[0], (0,))]
 
     def select_body(*a):
         cc, bc, k = a[:nc], a[nc:nc + nb], a[nc + nb:]
@@ -673,8 +676,8 @@ def batch_while(vals, dims, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
         out = []
         for old, new in zip(k, _run(body_b, *bc, *k)):
             shape = core.get_aval(new).shape
-            which = lax.broadcast_in_dim(pred, shape, (0,)) if len(shape) > 1 else pred
-            out.append(lax.select(which, new, old))
+            which = broadcast_in_dim(pred, shape, (0,)) if len(shape) > 1 else pred
+            out.append(select(which, new, old))
         return out
 
     cond_any = _stage(any_cond, c_avals + k_avals)
@@ -749,22 +752,22 @@ def fori_loop(lower, upper, body_fun, init_val, unroll=None):
     if lo is not None:
         def scan_body(carry, _):
             i, x = carry
-            return (lax.add(i, lax.convert_element_type(1, dtype)), body_fun(i, x)), None
+            return (add(i, convert_element_type(1, dtype)), body_fun(i, x)), None
 
-        start = lax.convert_element_type(lo, dtype)
+        start = convert_element_type(lo, dtype)
         (_, result), _ = scan(scan_body, (start, init_val), None, length=max(hi - lo, 0),
                               unroll=unroll or 1)
         return result
 
     def while_cond(carry):
         i, hi_, _ = carry
-        return lax.lt(i, hi_)
+        return lt(i, hi_)
 
     def while_body(carry):
         i, hi_, x = carry
-        return lax.add(i, lax.convert_element_type(1, dtype)), hi_, body_fun(i, x)
+        return add(i, convert_element_type(1, dtype)), hi_, body_fun(i, x)
 
-    lower = lax.convert_element_type(lower, dtype)
-    upper = lax.convert_element_type(upper, dtype)
+    lower = convert_element_type(lower, dtype)
+    upper = convert_element_type(upper, dtype)
     _, _, result = while_loop(while_cond, while_body, (lower, upper, init_val))
     return result

@@ -19,7 +19,29 @@ import math
 
 import numpy as np
 
-from remat import lax
+from remat.lax import elementwise
+from remat.lax.control_flow.conditionals import cond
+from remat.lax.control_flow.loops import while_loop
+from remat.lax.elementwise import (
+    add,
+    bitwise_and,
+    bitwise_not,
+    bitwise_or,
+    convert_element_type,
+    div,
+    eq,
+    floor,
+    ge,
+    gt,
+    lt,
+    mul,
+    ne,
+    select,
+    sub,
+)
+from remat.lax.reductions import argmax, reduce_or
+from remat.lax.shape import broadcast_in_dim, full
+from remat.lax.slicing import dynamic_index_in_dim, dynamic_update_index_in_dim
 
 _I32 = np.int32
 _INT_MAX = int(np.iinfo(np.int32).max)
@@ -179,46 +201,46 @@ def floordiv(a, d):
     f32 = np.float32
 
     def estimate(x):
-        return lax.convert_element_type(
-            lax.floor(lax.div(lax.convert_element_type(x, f32),
-                              lax.convert_element_type(d, f32))), _I32)
+        return convert_element_type(
+            floor(div(convert_element_type(x, f32),
+                              convert_element_type(d, f32))), _I32)
 
     q = estimate(a)
-    r = lax.sub(a, lax.mul(q, d))  # |r| within a few hundred d: its quotient is exact
+    r = sub(a, mul(q, d))  # |r| within a few hundred d: its quotient is exact
     q2 = estimate(r)
-    q, r = lax.add(q, q2), lax.sub(r, lax.mul(q2, d))
-    low = lax.lt(r, _I32(0))
-    q, r = lax.select(low, lax.sub(q, _I32(1)), q), lax.select(low, lax.add(r, d), r)
-    high = lax.ge(r, d)
-    return lax.select(high, lax.add(q, _I32(1)), q), lax.select(high, lax.sub(r, d), r)
+    q, r = add(q, q2), sub(r, mul(q2, d))
+    low = lt(r, _I32(0))
+    q, r = select(low, sub(q, _I32(1)), q), select(low, add(r, d), r)
+    high = ge(r, d)
+    return select(high, add(q, _I32(1)), q), select(high, sub(r, d), r)
 
 
 def _muldiv(b, num, den):
     """``b * num / den`` (exact: an integer by construction) in int32, saturating at the
     int32 maximum instead of overflowing."""
     q, rem = floordiv(b, den)
-    over = lax.gt(q, floordiv(lax.sub(_I32(_INT_MAX), num), num)[0])
-    q = lax.select(over, _I32(0), q)
-    exact = lax.add(lax.mul(q, num), floordiv(lax.mul(rem, num), den)[0])
-    return lax.select(over, _I32(_INT_MAX), exact)
+    over = gt(q, floordiv(sub(_I32(_INT_MAX), num), num)[0])
+    q = select(over, _I32(0), q)
+    exact = add(mul(q, num), floordiv(mul(rem, num), den)[0])
+    return select(over, _I32(_INT_MAX), exact)
 
 
 def _split_traced(steps, snapshots):
     """``optimal_split`` of traced int32 scalars (``steps >= 2``, ``2 <= snapshots``)."""
-    s = lax.min(snapshots, steps)
+    s = elementwise.min(snapshots, steps)
 
     def more(st):
-        return lax.lt(st[1], steps)
+        return lt(st[1], steps)
 
     def step(st):
         r, b, c, _, _ = st
-        r = lax.add(r, _I32(1))
-        return [r, _muldiv(b, lax.add(s, r), r), _muldiv(c, lax.sub(lax.add(s, r), _I32(1)), r),
+        r = add(r, _I32(1))
+        return [r, _muldiv(b, add(s, r), r), _muldiv(c, sub(add(s, r), _I32(1)), r),
                 b, c]
 
-    _, _, _, b_prev, c_prev = lax.while_loop(
-        more, step, [_I32(1), lax.add(s, _I32(1)), s, _I32(1), _I32(1)])
-    return lax.min(b_prev, lax.sub(steps, c_prev))
+    _, _, _, b_prev, c_prev = while_loop(
+        more, step, [_I32(1), add(s, _I32(1)), s, _I32(1), _I32(1)])
+    return elementwise.min(b_prev, sub(steps, c_prev))
 
 
 def _stumm_walther(step, sw):
@@ -226,14 +248,14 @@ def _stumm_walther(step, sw):
     in which slot. ``sw = (slot, round, end, saving)``: the next slot to write, how many slots
     this round spreads over, the step the round ends at, whether the round still saves."""
     slot, rnd, end, saving = sw
-    nxt = lax.select(saving, lax.add(slot, _I32(1)), slot)
-    nxt = lax.select(lax.bitwise_and(saving, lax.gt(nxt, rnd)), _I32(1), nxt)
-    keep_saving = lax.bitwise_and(saving, lax.ne(lax.add(step, _I32(1)), end))
-    at_end = lax.eq(step, end)
-    new_rnd = lax.select(at_end, lax.sub(rnd, _I32(1)), rnd)
-    new_sw = [lax.select(at_end, new_rnd, nxt), new_rnd,
-              lax.select(at_end, lax.add(end, rnd), end),
-              lax.select(at_end, lax.gt(new_rnd, _I32(0)), keep_saving)]
+    nxt = select(saving, add(slot, _I32(1)), slot)
+    nxt = select(bitwise_and(saving, gt(nxt, rnd)), _I32(1), nxt)
+    keep_saving = bitwise_and(saving, ne(add(step, _I32(1)), end))
+    at_end = eq(step, end)
+    new_rnd = select(at_end, sub(rnd, _I32(1)), rnd)
+    new_sw = [select(at_end, new_rnd, nxt), new_rnd,
+              select(at_end, add(end, rnd), end),
+              select(at_end, gt(new_rnd, _I32(0)), keep_saving)]
     return saving, slot, new_sw
 
 
@@ -242,22 +264,22 @@ def _wang_moin(pos, level, k):
     stored) and its level. A checkpoint is dispensable when a later one has a higher level;
     the latest dispensable one is replaced (the new state at level 0), or, with none, the
     latest checkpoint (the new state one level above it)."""
-    valid = lax.ge(pos, _I32(0))
-    later = lax.gt(lax.broadcast_in_dim(pos, (k, k), (1,)), lax.broadcast_in_dim(pos, (k, k), (0,)))
-    higher = lax.gt(lax.broadcast_in_dim(level, (k, k), (1,)),
-                    lax.broadcast_in_dim(level, (k, k), (0,)))
-    both = lax.bitwise_and(lax.bitwise_and(later, higher),
-                           lax.broadcast_in_dim(valid, (k, k), (1,)))
-    dispensable = lax.bitwise_and(lax.reduce_or(both, (1,)), valid)
-    any_free = lax.reduce_or(lax.bitwise_not(valid), (0,))
-    any_disp = lax.reduce_or(dispensable, (0,))
-    latest = lax.argmax(pos, 0, _I32)
-    latest_disp = lax.argmax(lax.select(dispensable, pos, lax.full((k,), -1, _I32)), 0, _I32)
-    free = lax.argmax(lax.convert_element_type(lax.bitwise_not(valid), _I32), 0, _I32)
-    slot = lax.select(any_free, free, lax.select(any_disp, latest_disp, latest))
-    top_level = lax.dynamic_index_in_dim(level, latest, 0, False)
-    new_level = lax.select(lax.bitwise_or(any_free, any_disp), _I32(0),
-                           lax.add(top_level, _I32(1)))
+    valid = ge(pos, _I32(0))
+    later = gt(broadcast_in_dim(pos, (k, k), (1,)), broadcast_in_dim(pos, (k, k), (0,)))
+    higher = gt(broadcast_in_dim(level, (k, k), (1,)),
+                    broadcast_in_dim(level, (k, k), (0,)))
+    both = bitwise_and(bitwise_and(later, higher),
+                           broadcast_in_dim(valid, (k, k), (1,)))
+    dispensable = bitwise_and(reduce_or(both, (1,)), valid)
+    any_free = reduce_or(bitwise_not(valid), (0,))
+    any_disp = reduce_or(dispensable, (0,))
+    latest = argmax(pos, 0, _I32)
+    latest_disp = argmax(select(dispensable, pos, full((k,), -1, _I32)), 0, _I32)
+    free = argmax(convert_element_type(bitwise_not(valid), _I32), 0, _I32)
+    slot = select(any_free, free, select(any_disp, latest_disp, latest))
+    top_level = dynamic_index_in_dim(level, latest, 0, False)
+    new_level = select(bitwise_or(any_free, any_disp), _I32(0),
+                           add(top_level, _I32(1)))
     return slot, new_level
 
 
@@ -276,8 +298,8 @@ def _online_slot(step, sw, level, pos, k, max_steps):
             return [np.bool_(False), _I32(0), sw, level]
         slot, new_level = _wang_moin(pos, level, k)
         return [np.bool_(True), slot, sw,
-                lax.dynamic_update_index_in_dim(level, new_level, slot, 0)]
+                dynamic_update_index_in_dim(level, new_level, slot, 0)]
 
     if max_steps is not None and max_steps <= switch_at:
         return online_i(step, sw, level, pos)
-    return lax.cond(lax.ge(step, _I32(switch_at)), dynamic, online_i, step, sw, level, pos)
+    return cond(ge(step, _I32(switch_at)), dynamic, online_i, step, sw, level, pos)
