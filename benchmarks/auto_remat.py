@@ -25,7 +25,7 @@ from harness import median_time, tune_allocator
 import remat
 import remat.numpy as jnp
 from remat import demo, memory, random
-from remat.budget_policy import recording
+from remat.checkpointing.budget import recording
 
 FRACTIONS = tuple(round(0.1 * k, 1) for k in range(1, 11))
 

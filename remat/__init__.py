@@ -5,9 +5,8 @@ from remat.config import config
 from remat import core, dtypes, tree_util
 from remat.array import Array, live_arrays
 from remat import lax
-from remat.exec import loops as _exec_loops  # the executor's impls of scan, while, cond
 from remat import memory, numpy
-from remat.api import (
+from remat.transforms.api import (
     block_until_ready,
     device_get,
     device_put,
@@ -25,22 +24,22 @@ from remat.api import (
     vmap,
 )
 from remat.api_util import ShapeDtypeStruct
-from remat.call import jit
+from remat.transforms.jit import jit
 from remat.core import ensure_compile_time_eval
 from remat.custom_derivatives import closure_convert, custom_gradient, custom_jvp, custom_vjp
 from remat import custom_batching, custom_derivatives
-from remat.custom_remat_rules import custom_remat
-from remat import ad_checkpoint
-from remat.callback import io_callback, pure_callback
+from remat.checkpointing.custom_remat import custom_remat
+from remat import ad_checkpoint, checkpoint_policies
+from remat.transforms.callback import io_callback, pure_callback
 from remat import nn, random
-from remat.ad_checkpoint import checkpoint, checkpoint_policies, remat
-from remat.budgeted_remat import auto_remat
+from remat.ad_checkpoint import checkpoint, remat
+from remat.checkpointing.auto_remat import auto_remat
 from remat import debug, scipy, tree, stages, version
 from remat import experimental, sharding, typing  # as `import jax` does
 from remat.devices import Device
 from remat.version import __version__
-from remat.api import jacrev as jacobian
-from remat.call import clear_caches
+from remat.transforms.api import jacrev as jacobian
+from remat.transforms.jit import clear_caches
 from remat.core import get_aval as typeof
 from remat.dtypes import float0
 from remat.devices import (
@@ -60,8 +59,8 @@ from remat.devices import (
     process_indices,
 )
 from remat.source_info import name_scope as named_scope
-from remat.api import named_call
-from remat.transposition import linear_transpose
+from remat.transforms.api import named_call
+from remat.transforms.transposition import linear_transpose
 from remat.config import (
     allow_f16_reductions,
     array_garbage_collection_guard,
@@ -95,8 +94,8 @@ from remat.config import (
 )
 from remat import ref
 from remat.ref import Ref, empty_ref, free_ref, freeze, new_ref
-from remat.api import fwd_and_bwd
+from remat.transforms.api import fwd_and_bwd
 from remat import distributed
-from remat.pmap import pmap
-from remat.shard_map import shard_map
+from remat.transforms.pmap import pmap
+from remat.transforms.shard_map import shard_map
 from remat.sharding import make_mesh

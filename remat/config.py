@@ -79,7 +79,7 @@ class Config:
         # evicted first: JAX's bound on its trace caches
         "trace_cache_size": ("JAX_TRACE_CACHE_SIZE", 4096),
         # honoured by jit: checks of its outputs, logs of its traces and cache misses,
-        # refusals to trace or run (see remat.call)
+        # refusals to trace or run (see remat.transforms.jit)
         "debug_nans": ("JAX_DEBUG_NANS", False),
         "debug_infs": ("JAX_DEBUG_INFS", False),
         "log_compiles": ("JAX_LOG_COMPILES", False),

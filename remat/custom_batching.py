@@ -9,11 +9,12 @@ linearized, the function's own jaxpr is differentiated.
 
 import functools
 
-from remat import api, core, lax
+from remat import core, lax
 from remat.api_util import TraceCache, check_callable, fun_name
 from remat.custom_derivatives import _trace_call
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
+from remat.transforms import api
 from remat.tree_util import tree_flatten, tree_structure, tree_unflatten
 
 __all__ = ["custom_vmap", "sequential_vmap", "custom_vmap_call_p"]

@@ -14,11 +14,11 @@ import numpy as np
 
 from remat import core, exec
 from remat.api_util import TraceCache, fun_name, static_key
-from remat.call import jit_p
+from remat.call import jit_p, rebind_as_jit
 from remat.config import config
 from remat.core import ClosedJaxpr, Primitive
 from remat.custom_linear import linear_call  # noqa: F401  (remat.custom_derivatives.linear_call)
-from remat.interpreters import ad, batching
+from remat.interpreters import ad, batching, discharge
 from remat.interpreters import partial_eval as pe
 from remat.tree_util import tree_flatten, tree_map, tree_structure, tree_unflatten
 
@@ -586,6 +586,18 @@ remat_opt_p.def_abstract_eval(lambda *avals, fwd_jaxpr, **_: fwd_jaxpr.out_avals
 ad.primitive_jvps[remat_opt_p] = _remat_opt_jvp
 batching.primitive_batchers[remat_opt_p] = _remat_opt_batch
 pe.dce_rules[remat_opt_p] = _remat_opt_dce
+
+
+# --- Refs handed to a custom derivative: its rules take them as they are; a pure program runs
+# the call as a jit --------------------------------------------------------------------------
+
+pe.ref_primitives.add(custom_lin_p)  # custom_vjp residuals may be Refs (plumbing)
+discharge.rules_take_refs.update({custom_jvp_call_p, custom_vjp_call_p, custom_lin_p})
+discharge.handle_refs(custom_jvp_call_p,
+                      discharge.call_rule("call_jaxpr", rebind_as_jit, "custom_jvp"))
+discharge.handle_refs(custom_vjp_call_p,
+                      discharge.call_rule("call_jaxpr", rebind_as_jit, "custom_vjp"))
+discharge.handle_refs(remat_opt_p, discharge.call_rule("fwd_jaxpr", rebind_as_jit, "custom_vjp"))
 
 
 # --- closure conversion and custom_gradient ---------------------------------------------------

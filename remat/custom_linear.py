@@ -11,8 +11,9 @@ import functools
 
 from remat import core
 from remat.api_util import fun_name
+from remat.call import rebind_as_jit
 from remat.core import ClosedJaxpr, Primitive
-from remat.interpreters import ad, batching
+from remat.interpreters import ad, batching, discharge
 from remat.interpreters import partial_eval as pe
 from remat.tree_util import tree_flatten, tree_structure, tree_unflatten
 
@@ -153,3 +154,4 @@ linear_call_p.def_abstract_eval(_linear_call_abstract_eval)
 ad.primitive_jvps[linear_call_p] = _linear_call_jvp
 ad.primitive_transposes[linear_call_p] = _linear_call_transpose
 batching.primitive_batchers[linear_call_p] = _linear_call_batch
+discharge.handle_refs(linear_call_p, discharge.call_rule("callee", rebind_as_jit, "linear_call"))

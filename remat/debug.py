@@ -20,9 +20,9 @@ import traceback
 import numpy as np
 
 from remat import core
-from remat.callback import debug_callback_p, debug_print_p, merge_static
 from remat.devices import SHARDING
 from remat.source_info import current as current_source
+from remat.transforms.callback import debug_callback_p, debug_print_p, merge_static
 from remat.tree_util import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["DebugEffect", "OrderedDebugEffect", "breakpoint", "callback",

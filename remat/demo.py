@@ -20,8 +20,9 @@ import numpy as np
 
 import remat
 import remat.numpy as jnp
-from remat import checkpoint_policies, distributed, lax, memory, nn, random
-from remat.ad_checkpoint import checkpoint_name, print_saved_residuals, saved_residuals
+from remat import distributed, lax, memory, nn, random
+from remat.checkpointing import policies as checkpoint_policies
+from remat.checkpointing.checkpoint import checkpoint_name, print_saved_residuals, saved_residuals
 
 CORPUS = os.path.join(os.path.dirname(__file__), "data", "kjv_genesis_exodus.txt")
 

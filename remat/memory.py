@@ -13,12 +13,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from remat import checkpoint_policies as cp
-from remat.ad_checkpoint import checkpoint
-from remat.api import grad
-from remat.budget_policy import recording
-from remat.budgeted_remat import auto_remat
-from remat.call import jit
+from remat.checkpointing import policies as cp
+from remat.checkpointing.auto_remat import auto_remat
+from remat.checkpointing.budget import recording
+from remat.checkpointing.checkpoint import checkpoint
 from remat.runtime.memory import (  # noqa: F401  (the user's names)
     held,
     holders,
@@ -32,6 +30,8 @@ from remat.runtime.memory import (  # noqa: F401  (the user's names)
     track,
     untrack,
 )
+from remat.transforms.api import grad
+from remat.transforms.jit import jit
 
 
 def pyplot(what):

@@ -2,24 +2,15 @@
 memory-mapped temporary file (counted as host bytes by ``remat.memory``), ``reload`` brings it
 back for the backward pass. Both are identities for every transformation."""
 
-import tempfile
-
 import numpy as np
 
 from remat.core import Jaxpr, JaxprEqn, Primitive, Var
 from remat.interpreters import ad, batching
-
-
-def host_empty(shape, dtype):
-    """An uninitialized array in host memory (a memory-mapped, already unlinked file)."""
-    if int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize == 0:
-        return np.empty(shape, dtype)
-    with tempfile.TemporaryFile() as f:  # unlinked at once; the mapping keeps the data
-        return np.memmap(f, dtype=dtype, mode="w+", shape=tuple(shape))
+from remat.runtime import memory, registry
 
 
 def _to_host(x):
-    host = host_empty(x.shape, x.dtype)
+    host = memory.host_empty(x.shape, x.dtype)
     host[...] = x
     return host
 
@@ -34,6 +25,7 @@ offload_p.def_abstract_eval(lambda x: x)
 reload_p = Primitive("reload")
 reload_p.def_impl(_to_device)
 reload_p.def_abstract_eval(lambda x: x)
+registry.host_results.add(offload_p)
 
 for _p in (offload_p, reload_p):
     ad.deflinear(_p, lambda ct, _p=_p: [_p.bind(ct)])

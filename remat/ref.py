@@ -13,13 +13,12 @@ Restrictions (as JAX's): a Ref cannot be returned from ``jit`` or a loop body, p
 to ``jit``, differentiated with respect to (``grad``/``vjp`` of a Ref argument), written with
 a differentiated value when created outside the differentiated function, or written with a
 vmapped value when created outside ``vmap``; ``freeze`` applies only in the scope that created
-the Ref. The primitives and their rules are in ``remat.lax.state``; how a program using Refs
-becomes a pure one for execution is ``remat.interpreters.discharge``.
+the Ref. The primitives and their rules are in ``remat.state.primitives``; how a program using
+Refs becomes a pure one for execution is ``remat.interpreters.discharge``.
 """
 
 from remat import core
-from remat.interpreters import discharge  # noqa: F401  (installs how Refs are run)
-from remat.lax.state import (
+from remat.state.primitives import (
     AbstractRef,
     Ref,
     empty_ref,

@@ -41,7 +41,7 @@ class Wrapped(Protocol):
 
 
 class StagedCall(NamedTuple):
-    """What ``jit`` made of one call signature (see ``remat.call``)."""
+    """What ``jit`` made of one call signature (see ``remat.transforms.jit``)."""
 
     fun_name: str
     closed: ClosedJaxpr  # as traced: the closed-over values are its consts

@@ -16,8 +16,9 @@ import functools
 
 import numpy as np
 
-from remat import api, core
+from remat import core
 from remat.config import config
+from remat.transforms import api
 from remat.tree_util import tree_flatten, tree_map
 
 EPS = 1e-4

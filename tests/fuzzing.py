@@ -389,7 +389,7 @@ def custom_remat_of(ns, fn, save):
     saved outputs or recomputes them; ``f_bwd`` differentiates ``fn`` at the arguments. (JAX
     0.10 has no ``custom_remat``: there the call is ``fn``, which is what it must equal.)"""
     from remat.checkpoint_policies import SaveAnyNamesButThese, SaveOnlyTheseNames
-    from remat.custom_remat_rules import custom_remat
+    from remat.checkpointing.custom_remat import custom_remat
 
     def fwd(policy, *args):
         out = fn(*args)

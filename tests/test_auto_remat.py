@@ -13,7 +13,7 @@ import remat.numpy as jnp
 from remat import checkpoint_policies as cp
 from remat import memory
 from remat.ad_checkpoint import print_saved_residuals, saved_residuals
-from remat.budget_policy import recompute_cost, recording, solve_ilp
+from remat.checkpointing.budget import recompute_cost, recording, solve_ilp
 from remat.test_util import check_grads
 
 FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -126,7 +126,7 @@ def test_scan_regions_use_the_fast_solver_small_graphs_the_ilp(small):
 
 
 def test_cuts_fall_between_blocks():
-    from remat.budgeted_remat import crossing_bytes, cut_points
+    from remat.checkpointing.auto_remat import crossing_bytes, cut_points
     rng = np.random.default_rng(4)
     params, x = make_params(rng, 5, 16, 64), rng.normal(size=(32, 16)).astype("f4")
     jaxpr = remat.make_jaxpr(mlp)(params, x).jaxpr

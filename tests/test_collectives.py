@@ -379,7 +379,7 @@ def test_custom_rules_of_a_named_vmap_see_its_axis_when_they_run_later():
     named vmap run after the vmap has returned, when the batched function is differentiated:
     they must still see the vmap's axis name (fuzz seed 61072: "unbound axis name" from a
     custom_remat's f_bwd using axis_index, under value_and_grad of a named vmap)."""
-    from remat.custom_remat_rules import custom_remat
+    from remat.checkpointing.custom_remat import custom_remat
 
     def make(ns, lib_lax, custom_vjp, custom_jvp):
         @custom_vjp

@@ -12,7 +12,7 @@ from remat.checkpoint_policies import (
     SaveAnyNamesButThese,
     SaveOnlyTheseNames,
 )
-from remat.custom_remat_rules import custom_remat
+from remat.checkpointing.custom_remat import custom_remat
 
 
 def _prims(jaxpr):

@@ -12,10 +12,7 @@ from remat.exec import native, plan
 from remat.exec.loop_constants import transposed_constants
 from remat.exec.peaks import plan_peaks
 from remat.exec.plan import _plan_and_consts, evaluate, prepared
-from remat.lax.control_flow.conditionals import cond_p
-from remat.lax.control_flow.loops import scan_p, while_p
-from remat.offload import host_empty, offload_p
-from remat.runtime import memory
+from remat.runtime import memory, registry
 from remat.runtime.parallel import session
 
 
@@ -23,7 +20,7 @@ from remat.runtime.parallel import session
 def _offloaded_outputs(closed):
     """Which outputs of a body are offloaded residuals: their stacks live in host memory."""
     producers = {v: e.primitive for e in closed.jaxpr.eqns for v in e.outvars}
-    return [producers.get(v) is offload_p for v in closed.jaxpr.outvars]
+    return [producers.get(v) in registry.host_results for v in closed.jaxpr.outvars]
 
 
 @core.memoize_on_jaxpr
@@ -73,7 +70,7 @@ def _transposed_copies(constants, sources):
     return copies
 
 
-def _scan_impl(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
+def run_scan(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
     body, sources = transposed_constants(jaxpr, num_consts)
     copies = _transposed_copies([*jaxpr.consts, *args[:num_consts]], sources)
     try:
@@ -89,7 +86,7 @@ def _scan(args, jaxpr, num_consts, num_carry, length, reverse):
     carry = list(args[num_consts:num_consts + num_carry])
     xs = list(args[num_consts + num_carry:])
     offloaded = _offloaded_outputs(jaxpr)[num_carry:]
-    ys = [(host_empty if off else np.empty)((length,) + a.shape, a.dtype)
+    ys = [(memory.host_empty if off else np.empty)((length,) + a.shape, a.dtype)
           for a, off in zip(jaxpr.out_avals[num_carry:], offloaded)]
     for y in ys:
         memory.track(y)
@@ -136,7 +133,7 @@ def _scan_steps(jaxpr, consts, carry, xs, ys, num_carry, length, reverse):
     return carry
 
 
-def _while_impl(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+def run_while(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     body, sources = transposed_constants(body_jaxpr, body_nconsts)
     copies = _transposed_copies([*body_jaxpr.consts, *args[cond_nconsts:]], sources)
     args = [*args[:cond_nconsts], *copies, *args[cond_nconsts:]]
@@ -179,10 +176,6 @@ def _while_steps(args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     return carry
 
 
-def _cond_impl(index, *ops, branches):
+def run_cond(index, *ops, branches):
     return evaluate(branches[int(index)], *ops)
 
-
-scan_p.def_impl(_scan_impl)
-while_p.def_impl(_while_impl)
-cond_p.def_impl(_cond_impl)

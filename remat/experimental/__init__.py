@@ -1,7 +1,7 @@
 """``remat.experimental``: JAX's experimental APIs that remat provides (``checkify``), and
 ``io_callback``, which JAX also exports here."""
 
-from remat.callback import io_callback
+from remat.transforms.callback import io_callback
 from remat.experimental import checkify
 from remat.experimental import shard_map
 

@@ -4,17 +4,23 @@ a pure one, and the places where remat does it.
 ``discharge_state(closed)`` re-traces ``closed`` with every Ref replaced by its contents: a
 Ref input becomes a value input and its final contents an extra output; a Ref created
 inside (``new_ref``) becomes the value it holds; ``get``/``swap``/``addupdate`` become reads
-and indexed updates of that value (``remat.lax.state``'s value rules); calls and control
+and indexed updates of that value (``remat.state.primitives``' value rules); calls and control
 flow that are handed Refs thread their contents through (a ``scan``'s closed-over Ref becomes
 a carry, a ``cond``'s an operand and output of every branch). Concrete Refs closed over deep
 inside (consts of sub-jaxprs) are found first and threaded as leading inputs and trailing
 outputs. The result never contains a Ref, so the executor and the transformations of pure
 programs handle it unchanged.
 
+It knows no primitive: each owner declares its own here. The Ref primitives register their
+discharge rules (``register_state_primitive``); a call or loop that can be handed Refs
+registers its rule with ``handle_refs``, which also lets the impl, JVP, batching and
+partial-eval rules its owner registered take Refs. A generic call's rule is ``call_rule``;
+control flow's use ``threaded``, ``trace_body`` and ``interpret``.
+
 It is used:
 - to run an equation on concrete Refs (``core.ref_eval``): the Refs' contents go in, the
   discharged equation runs, the final contents are copied back into the Refs' buffers;
-- to run calls and loops whose bodies create Refs (their impls are wrapped);
+- to run calls and loops whose bodies create Refs;
 - by the JVP of a call handed a Ref created inside a differentiated function, by ``vmap`` of a
   call handed a Ref, and by ``checkpoint`` before it splits its function into saved and
   recomputed parts (so what it saves is values, and the policy sees what the reads compute);
@@ -23,38 +29,52 @@ It is used:
 """
 
 import collections
+import types
 import weakref
 from typing import NamedTuple
 
 import numpy as np
 
-from remat import core, lax, source_info
-from remat.ad_checkpoint import checkpoint_p
-from remat.call import closed_call, jit_p
+from remat import core, source_info
 from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Tracer, Var
-from remat.custom_derivatives import (
-    custom_jvp_call_p,
-    custom_lin_p,
-    custom_vjp_call_p,
-    remat_opt_p,
-)
-from remat.custom_linear import linear_call_p
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
-from remat.lax import state
-from remat.lax.control_flow.conditionals import cond_p
-from remat.lax.control_flow.loops import scan_p, while_p
-from remat.lax.state import AbstractRef, Ref, TangentCell
-from remat.runtime import registry
+from remat.ref_types import (
+    AbstractRef,
+    Ref,
+    TangentCell,
+    full_indexer,
+    vmapped_write_error,
+    written_into_undifferentiated,
+)
 
 __all__ = ["Discharged", "discharge_state", "has_state"]
 
-STATE_PRIMITIVES = {state.new_ref_p, state.empty_ref_p, state.get_p, state.swap_p,
-                    state.addupdate_p, state.freeze_p, state.free_ref_p}
-_WRITES = {state.swap_p, state.addupdate_p, state.free_ref_p}
+# What the owners of primitives declare here (remat.state.primitives for the Ref primitives;
+# jit, checkpoint, the custom derivatives and control flow for the calls that take Refs):
+# prim -> rule(contents, invals, eqn) -> outputs: how an equation of a Ref primitive, or one
+# handed Refs (``Handle`` operands) or whose sub-jaxprs use Refs, is discharged
+state_rules = {}
+discharge_rules = {}
+STATE_PRIMITIVES = set()
+_WRITES = set()  # state primitives that write their Ref
+_CREATES = set()  # state primitives that make a new Ref
 # primitives whose Python rules receive Refs as they are (custom_vjp's fwd/bwd): a Ref they
 # are handed is never discharged before differentiation
-_RULES_TAKE_REFS = {custom_jvp_call_p, custom_vjp_call_p, custom_lin_p}
+rules_take_refs = set()
+# reading and writing a Ref's whole contents under a transformation: the get and swap
+# primitives' binds, from remat.state.primitives
+ref_access = types.SimpleNamespace(read=None, write=None)
+
+
+def register_state_primitive(primitive, rule, *, creates=False, writes=False):
+    """Declare a Ref primitive and its discharge ``rule(contents, invals, eqn)``."""
+    STATE_PRIMITIVES.add(primitive)
+    state_rules[primitive] = rule
+    if creates:
+        _CREATES.add(primitive)
+    if writes:
+        _WRITES.add(primitive)
 
 
 def _is_ref(aval):
@@ -142,7 +162,7 @@ def _writes_ref_operand(eqn):
 
 @_memo_on
 def _creates_refs(jaxpr):
-    return any(eqn.primitive in (state.new_ref_p, state.empty_ref_p)
+    return any(eqn.primitive in _CREATES
                or any(_creates_refs(s.jaxpr) for s in _sub_jaxprs(eqn.params))
                for eqn in jaxpr.eqns)
 
@@ -150,7 +170,7 @@ def _creates_refs(jaxpr):
 # --- the interpreter -------------------------------------------------------------------------
 
 
-class _Handle:
+class Handle:
     """A Ref being discharged: its contents live in the interpreter's state under ``key``."""
 
     __slots__ = ("key", "aval", "created")
@@ -161,75 +181,21 @@ class _Handle:
         self.created = created  # the equation's source info where new_ref made it, if it did
 
 
-def _full(aval):
-    return state.full_indexer(aval.shape)
+def full(aval):
+    return full_indexer(aval.shape)
 
 
-def _new_ref_rule(contents, invals, eqn):
-    x = invals[0]
-    aval = AbstractRef(core.get_aval(x), eqn.params["memory_space"], eqn.params["kind"])
-    h = _Handle(object(), aval, eqn.source_info or True)
-    contents[h.key] = x
-    return h
-
-
-def _empty_ref_rule(contents, invals, eqn):
-    ty = eqn.params["ty"]
-    h = _Handle(object(), AbstractRef(ty), eqn.source_info or True)
-    zeros = lax.full(ty.shape, 0, ty.dtype)
-    contents[h.key] = lax.convert_element_type(zeros, ty.dtype, True) if ty.weak_type else zeros
-    return h
-
-
-def _get_rule(contents, invals, eqn):
-    h, *dynamic = invals
-    return state.read_value(contents[h.key], eqn.params["indexer"], dynamic)
-
-
-def _swap_rule(contents, invals, eqn):
-    h, x, *dynamic = invals
-    indexer = eqn.params["indexer"]
-    old = state.read_value(contents[h.key], indexer, dynamic)
-    contents[h.key] = state.write_value(contents[h.key], indexer, dynamic, x)
-    return old
-
-
-def _addupdate_rule(contents, invals, eqn):
-    h, x, *dynamic = invals
-    contents[h.key] = state.add_value(contents[h.key], eqn.params["indexer"], dynamic, x)
-    return []
-
-
-def _freeze_rule(contents, invals, eqn):
-    h = invals[0]
-    if h.created is None:
-        raise ValueError(f"freeze can only be applied to a Ref in the scope that created it: "
-                         f"this Ref of type {h.aval} was passed in (as an argument, or closed "
-                         f"over); read its value with ref[...] instead")
-    return contents[h.key]
-
-
-_STATE_RULES = {
-    state.new_ref_p: _new_ref_rule,
-    state.empty_ref_p: _empty_ref_rule,
-    state.get_p: _get_rule,
-    state.swap_p: _swap_rule,
-    state.addupdate_p: _addupdate_rule,
-    state.freeze_p: _freeze_rule,
-    state.free_ref_p: lambda contents, invals, eqn: [],
-}
-
-# prim -> rule(contents, invals, eqn) -> outputs: how an equation handed Refs (``_Handle``
+# prim -> rule(contents, invals, eqn) -> outputs: how an equation handed Refs (``Handle``
 # operands), or whose sub-jaxprs use Refs, is discharged
 discharge_rules = {}
 
 
 def interpret(jaxpr, consts, args, contents):
-    """Evaluate ``jaxpr`` under the current trace with the Refs that are ``_Handle``s (and the
+    """Evaluate ``jaxpr`` under the current trace with the Refs that are ``Handle``s (and the
     concrete Refs that are keys of ``contents``) replaced by their contents."""
     env = {}
     for v, c in zip(jaxpr.constvars, consts):
-        env[v] = _Handle(c, c.aval) if type(c) is Ref and c in contents else c
+        env[v] = Handle(c, c.aval) if type(c) is Ref and c in contents else c
     env.update(zip(jaxpr.invars, args))
     for eqn in jaxpr.eqns:
         invals = [v.bindable() if type(v) is Literal else env[v] for v in eqn.invars]
@@ -244,9 +210,9 @@ def interpret(jaxpr, consts, args, contents):
 
 def _eval_eqn(eqn, invals, contents):
     prim = eqn.primitive
-    handles = [x for x in invals if type(x) is _Handle]
-    rule = _STATE_RULES.get(prim)
-    if rule is not None and (prim in (state.new_ref_p, state.empty_ref_p) or handles):
+    handles = [x for x in invals if type(x) is Handle]
+    rule = state_rules.get(prim)
+    if rule is not None and (prim in _CREATES or handles):
         return rule(contents, invals, eqn)
     if handles or params_have_state(eqn.params):
         rule = discharge_rules.get(prim)
@@ -271,7 +237,7 @@ def _internal_params(params):
     return {k: rewrite(v) for k, v in params.items()}
 
 
-def _returned_ref_error(closed, h, what=None):
+def returned_ref_error(closed, h, what=None):
     info = closed.jaxpr.debug_info
     name = info.func_name if info is not None else "the function"
     at = f" at {info.func_src}" if info is not None and info.func_src else ""
@@ -316,15 +282,15 @@ def discharge_state(closed, operands=True):
         ins = list(args[len(found):])
         handles = []
         for i in ref_inputs:
-            h = _Handle(object(), closed.in_avals[i])
+            h = Handle(object(), closed.in_avals[i])
             contents[h.key] = ins[i]
             ins[i] = h
             handles.append(h)
         initial = [contents[h.key] for h in handles] + list(args[:len(found)])
         outs = interpret(closed.jaxpr, closed.consts, ins, contents)
         for o in outs:
-            if type(o) is _Handle:
-                raise _returned_ref_error(closed, o)
+            if type(o) is Handle:
+                raise returned_ref_error(closed, o)
         finals = [contents[h.key] for h in handles] + [contents[r] for r in found]
         written[:] = [f is not i for f, i in zip(finals, initial)]
         return outs + finals
@@ -336,12 +302,12 @@ def discharge_state(closed, operands=True):
 # --- discharge rules of calls and control flow -----------------------------------------------
 
 
-def _threaded(invals, subs, contents):
-    """The Ref keys an equation's bodies thread: its ``_Handle`` operands' (once each, in
+def threaded(invals, subs, contents):
+    """The Ref keys an equation's bodies thread: its ``Handle`` operands' (once each, in
     order), then the concrete Refs closed over inside its bodies that are being discharged."""
     keys = []
     for x in invals:
-        if type(x) is _Handle and not any(x.key is k for k in keys):
+        if type(x) is Handle and not any(x.key is k for k in keys):
             keys.append(x.key)
     for sub in subs:
         for r in concrete_refs(sub):
@@ -350,29 +316,29 @@ def _threaded(invals, subs, contents):
     return keys
 
 
-def _aval_of_key(key, invals):
+def aval_of_key(key, invals):
     if type(key) is Ref:
         return key.aval.inner_aval
-    return next(x.aval.inner_aval for x in invals if type(x) is _Handle and x.key is key)
+    return next(x.aval.inner_aval for x in invals if type(x) is Handle and x.key is key)
 
 
-def _body_args(invals, operands, local):
-    """A body's arguments: a ``_Handle`` (keyed as outside) for each Ref operand, whose
+def body_args(invals, operands, local):
+    """A body's arguments: a ``Handle`` (keyed as outside) for each Ref operand, whose
     contents come from ``local``; the other operands as given."""
     args = []
     it = iter(operands)
     for x in invals:
-        args.append(_Handle(x.key, x.aval) if type(x) is _Handle else next(it))
+        args.append(Handle(x.key, x.aval) if type(x) is Handle else next(it))
     return args
 
 
-def _trace_body(closed, invals, keys, extra_avals, order):
+def trace_body(closed, invals, keys, extra_avals, order):
     """``closed`` re-traced on the contents of ``keys`` and its non-Ref operands ``invals``:
     ``order`` is 'keys-first' (inputs ``[keys, operands]``, outputs ``[keys, outs]``) or
     'keys-last' (inputs ``[operands, keys]``, outputs ``[outs, keys]``). ``extra_avals``
     are avals of inputs after the Ref-bearing operands (a scan's carry and xs)."""
-    key_avals = [_aval_of_key(k, invals) for k in keys]
-    op_avals = [core.get_aval(x) for x in invals if type(x) is not _Handle]
+    key_avals = [aval_of_key(k, invals) for k in keys]
+    op_avals = [core.get_aval(x) for x in invals if type(x) is not Handle]
     n_k, n_op = len(keys), len(op_avals)
 
     def body(*xs):
@@ -381,11 +347,11 @@ def _trace_body(closed, invals, keys, extra_avals, order):
         else:
             ops, kv, extra = xs[:n_op], xs[n_op:n_op + n_k], xs[n_op + n_k:]
         local = dict(zip(keys, kv))
-        args = _body_args(invals, ops, local) + list(extra)
+        args = body_args(invals, ops, local) + list(extra)
         outs = interpret(closed.jaxpr, closed.consts, args, local)
         for o in outs:
-            if type(o) is _Handle:
-                raise _returned_ref_error(closed, o)
+            if type(o) is Handle:
+                raise returned_ref_error(closed, o)
         finals = [local[k] for k in keys]
         return finals + outs if order == "keys-first" else outs + finals
 
@@ -393,7 +359,7 @@ def _trace_body(closed, invals, keys, extra_avals, order):
     return pe.trace_to_jaxpr(body, avals + list(extra_avals), closed.jaxpr.debug_info)
 
 
-def _check_no_aliases(invals, closed, kind):
+def check_no_aliases(invals, closed, kind):
     seen = {}
     names = list(closed.jaxpr.debug_info.arg_names) if closed.jaxpr.debug_info else []
     offset = len(invals) - len(names)  # leading operands are closed-over values
@@ -401,7 +367,7 @@ def _check_no_aliases(invals, closed, kind):
     where = f"{info.func_name} at {info.func_src}" if info and info.func_src else \
         (info.func_name if info else "the function")
     for i, x in enumerate(invals):
-        if type(x) is not _Handle:
+        if type(x) is not Handle:
             continue
         j = next((j for k, j in seen.items() if k is x.key), None)
         if j is None:
@@ -419,18 +385,18 @@ def _check_no_aliases(invals, closed, kind):
                          f"{name_j or j} and {name_i or i}.")
 
 
-def _call_rule(jaxpr_param, rebind, kind):
+def call_rule(jaxpr_param, rebind, kind):
     """For primitives calling one jaxpr on their operands (jit, checkpoint, custom calls): the
     body takes the Refs' contents in their operand slots and returns their final contents
     after its outputs. ``rebind(eqn, new_call, consts, operands) -> outputs``."""
 
     def rule(contents, invals, eqn):
         closed = eqn.params[jaxpr_param]
-        _check_no_aliases(invals, closed, kind)
-        keys = _threaded(invals, [closed], contents)
+        check_no_aliases(invals, closed, kind)
+        keys = threaded(invals, [closed], contents)
         found = [k for k in keys if type(k) is Ref and not any(
-            type(x) is _Handle and x.key is k for x in invals)]
-        ops_avals = [x.aval.inner_aval if type(x) is _Handle else core.get_aval(x)
+            type(x) is Handle and x.key is k for x in invals)]
+        ops_avals = [x.aval.inner_aval if type(x) is Handle else core.get_aval(x)
                      for x in invals]
 
         def body(*xs):
@@ -438,21 +404,21 @@ def _call_rule(jaxpr_param, rebind, kind):
             local = dict(zip(found, fv))
             args = []
             for x, op in zip(invals, ops):
-                if type(x) is _Handle:
+                if type(x) is Handle:
                     local.setdefault(x.key, op)
-                    args.append(_Handle(x.key, x.aval))
+                    args.append(Handle(x.key, x.aval))
                 else:
                     args.append(op)
             outs = interpret(closed.jaxpr, closed.consts, args, local)
             for o in outs:
-                if type(o) is _Handle:
-                    raise _returned_ref_error(closed, o, kind)
+                if type(o) is Handle:
+                    raise returned_ref_error(closed, o, kind)
             return outs + [local[k] for k in keys]
 
         new = pe.trace_to_jaxpr(body, ops_avals + [r.aval.inner_aval for r in found],
                                 closed.jaxpr.debug_info)
-        new_call, consts = closed_call(new)
-        operands = [contents[x.key] if type(x) is _Handle else x for x in invals] + \
+        new_call, consts = pe.closed_call(new)
+        operands = [contents[x.key] if type(x) is Handle else x for x in invals] + \
             [contents[r] for r in found]
         outs = rebind(eqn, new_call, consts, operands)
         n = len(outs) - len(keys)
@@ -463,124 +429,7 @@ def _call_rule(jaxpr_param, rebind, kind):
     return rule
 
 
-def _rebind_jit(eqn, new_call, consts, operands):
-    name = eqn.params.get("name", eqn.primitive.name)
-    return jit_p.bind(*consts, *operands, name=name, jaxpr=new_call)
 
-
-def _rebind_checkpoint(eqn, new_call, consts, operands):
-    p = eqn.params
-    cse = p["prevent_cse"]
-    if not isinstance(cse, bool):
-        cse = (True,) * len(consts) + tuple(cse) + (True,) * (
-            len(operands) - len(cse))
-    return checkpoint_p.bind(*consts, *operands, jaxpr=new_call, prevent_cse=cse,
-                             differentiated=p["differentiated"], policy=p["policy"])
-
-
-discharge_rules[jit_p] = _call_rule("jaxpr", _rebind_jit, "jit")
-discharge_rules[checkpoint_p] = _call_rule("jaxpr", _rebind_checkpoint, "checkpoint / remat")
-# custom derivative rules do not matter to a pure program: the call runs as a jit
-discharge_rules[custom_jvp_call_p] = _call_rule("call_jaxpr", _rebind_jit, "custom_jvp")
-discharge_rules[custom_vjp_call_p] = _call_rule("call_jaxpr", _rebind_jit, "custom_vjp")
-discharge_rules[remat_opt_p] = _call_rule("fwd_jaxpr", _rebind_jit, "custom_vjp")
-discharge_rules[linear_call_p] = _call_rule("callee", _rebind_jit, "linear_call")
-
-
-def _scan_rule(contents, invals, eqn):
-    """A Ref handed to a scan (closed over by its body) becomes a carry."""
-    p = eqn.params
-    nc, nk = p["num_consts"], p["num_carry"]
-    if any(type(x) is _Handle for x in invals[nc:]):
-        raise TypeError("scan carries and scanned-over values cannot be mutable array "
-                        "references: close over the Ref in the scan body instead")
-    closed = p["jaxpr"]
-    keys = _threaded(invals[:nc], [closed], contents)
-    consts = invals[:nc]
-    new = _trace_body(closed, consts, keys, closed.in_avals[nc:], "keys-last")
-    # body inputs: [non-Ref consts, keys, carry, xs]; outputs: [carry, ys, keys] -> keys first
-    j = new.jaxpr
-    n_op = sum(type(x) is not _Handle for x in consts)
-    n_k = len(keys)
-    out_order = list(range(len(j.outvars) - n_k, len(j.outvars))) + list(
-        range(len(j.outvars) - n_k))
-    body = ClosedJaxpr(Jaxpr(j.constvars, j.invars, [j.outvars[i] for i in out_order], j.eqns,
-                             j.debug_info), new.consts)
-    body, body_consts = closed_call(body)
-    outs = scan_p.bind(*body_consts, *[x for x in consts if type(x) is not _Handle],
-                       *[contents[k] for k in keys], *invals[nc:],
-                       **dict(p, jaxpr=body, num_consts=len(body_consts) + n_op,
-                              num_carry=n_k + nk))
-    for k, v in zip(keys, outs[:n_k]):
-        contents[k] = v
-    return outs[n_k:]
-
-
-def _cond_rule(contents, invals, eqn):
-    """A Ref handed to a cond is an operand of every branch, and its final contents an
-    output of every branch (branches that do not write it pass it through)."""
-    index, ops = invals[0], invals[1:]
-    branches = eqn.params["branches"]
-    keys = _threaded(ops, branches, contents)
-    new = tuple(_trace_body(b, ops, keys, (), "keys-first") for b in branches)
-    outs = cond_p.bind(index, *[contents[k] for k in keys],
-                       *[x for x in ops if type(x) is not _Handle],
-                       **dict(eqn.params, branches=new))
-    for k, v in zip(keys, outs[:len(keys)]):
-        contents[k] = v
-    return outs[len(keys):]
-
-
-def _while_rule(contents, invals, eqn):
-    """A Ref handed to a while loop (closed over by its cond or body) becomes a carry; the
-    cond may read it, not write it."""
-    p = eqn.params
-    ncc, nbc = p["cond_nconsts"], p["body_nconsts"]
-    cconsts, bconsts, carry = invals[:ncc], invals[ncc:ncc + nbc], invals[ncc + nbc:]
-    if any(type(x) is _Handle for x in carry):
-        raise TypeError("while_loop carries cannot be mutable array references: close over "
-                        "the Ref in the loop body instead")
-    cond_j, body_j = p["cond_jaxpr"], p["body_jaxpr"]
-    keys = _threaded(list(cconsts) + list(bconsts), [cond_j, body_j], contents)
-    n_k = len(keys)
-    carry_avals = body_j.out_avals
-    body = _trace_body(body_j, bconsts, keys, carry_avals, "keys-last")
-    j = body.jaxpr  # outputs [carry, keys] -> [keys, carry]
-    n_out = len(j.outvars)
-    body = ClosedJaxpr(Jaxpr(j.constvars, j.invars,
-                             j.outvars[n_out - n_k:] + j.outvars[:n_out - n_k], j.eqns,
-                             j.debug_info), body.consts)
-    key_avals = [_aval_of_key(k, list(cconsts) + list(bconsts)) for k in keys]
-    c_ops = [x for x in cconsts if type(x) is not _Handle]
-
-    def cond(*xs):
-        ops, kv, rest = xs[:len(c_ops)], xs[len(c_ops):len(c_ops) + n_k], xs[len(c_ops) + n_k:]
-        local = dict(zip(keys, kv))
-        args = _body_args(cconsts, ops, local) + list(rest)
-        out = interpret(cond_j.jaxpr, cond_j.consts, args, local)
-        if any(local[k] is not v for k, v in zip(keys, kv)):
-            raise ValueError("a while_loop's cond_fun cannot write to mutable array references")
-        return out
-
-    cond_new = pe.trace_to_jaxpr(cond, [core.get_aval(x) for x in c_ops] + key_avals +
-                                 list(carry_avals), cond_j.jaxpr.debug_info)
-    cond_new, cc_consts = closed_call(cond_new)
-    body, b_consts = closed_call(body)
-    b_ops = [x for x in bconsts if type(x) is not _Handle]
-    outs = while_p.bind(*cc_consts, *c_ops, *b_consts, *b_ops, *[contents[k] for k in keys],
-                        *carry, **dict(p, cond_jaxpr=cond_new, body_jaxpr=body,
-                                       cond_nconsts=len(cc_consts) + len(c_ops),
-                                       body_nconsts=len(b_consts) + len(b_ops)))
-    for k, v in zip(keys, outs[:n_k]):
-        contents[k] = v
-    return outs[n_k:]
-
-
-discharge_rules[scan_p] = _scan_rule
-discharge_rules[cond_p] = _cond_rule
-discharge_rules[while_p] = _while_rule
-pe.ref_primitives.update(discharge_rules)
-pe.ref_primitives.add(custom_lin_p)  # custom_vjp residuals may be Refs (plumbing)
 
 
 # --- running an equation that involves state -------------------------------------------------
@@ -699,12 +548,14 @@ def _stateful_impl(primitive, impl):
 # --- under transformations -------------------------------------------------------------------
 
 
-def _ref_contents(ref):
-    return state.get_p.bind(ref, indexer=_full(core.get_aval(ref)))
+def ref_contents(ref):
+    """The whole contents of ``ref`` (a read under the current transformation)."""
+    return ref_access.read(ref)
 
 
-def _write_back(ref, value):
-    state.swap_p.bind(ref, value, indexer=_full(core.get_aval(ref)))
+def write_back(ref, value):
+    """``ref[...] = value`` under the current transformation."""
+    ref_access.write(ref, value)
 
 
 def _jvp_with_cells(primitive, rule):
@@ -723,7 +574,7 @@ def _jvp_with_cells(primitive, rule):
                                   params)
         all_refs = list(d.found) + refs
         cells = [ad.Zero(r.aval.inner_aval.to_tangent_aval()) for r in d.found] + ref_tangents
-        ins = [_ref_contents(r) for r in all_refs]
+        ins = [ref_contents(r) for r in all_refs]
         in_t = [c.value if type(c) is TangentCell else
                 ad.Zero(core.get_aval(r).inner_aval.to_tangent_aval())
                 for r, c in zip(all_refs, cells)]
@@ -734,11 +585,11 @@ def _jvp_with_cells(primitive, rule):
                           ref_tangents + [None] * len(d.found)))
         for r, final, final_t, written, cell in finals:
             if written:
-                _write_back(r, final)
+                write_back(r, final)
             if type(cell) is TangentCell:
                 cell.value = final_t
             elif type(final_t) is not ad.Zero:
-                raise state._written_into_undifferentiated("set/swap", r)
+                raise written_into_undifferentiated("set/swap", r)
         return outs[:n_out], out_t[:n_out]
 
     return jvp
@@ -764,7 +615,7 @@ def _batch_with_refs(primitive, rule):
         avals = [_unbatched_aval(core.get_aval(x), dd) for x, dd in zip(vals, dims)]
         d, n_out = discharged_eqn(primitive, avals, slots, params)
         size = batching.axis_size_of(vals, dims)
-        ins = [_ref_contents(r) for r in list(d.found) + refs]
+        ins = [ref_contents(r) for r in list(d.found) + refs]
         in_dims = [None] * len(d.found) + ref_dims
         others = [(v, dd) for v, dd, s in zip(vals, dims, slots) if s is None]
         outs, out_dims = batching.batch_flat(
@@ -776,58 +627,29 @@ def _batch_with_refs(primitive, rule):
             if not written:
                 continue
             if r_dim is None and f_dim is not None:
-                raise state._vmapped_write_error("set/swap", r)
+                raise vmapped_write_error("set/swap", r)
             if r_dim is not None:
                 final = batching.moveaxis(batching.bdim_at_front(final, f_dim, size), 0, r_dim)
-            _write_back(r, final)
+            write_back(r, final)
         return outs[:n_out], out_dims[:n_out]
 
     return batch
 
 
-def _plumbing_inputs(jaxpr):
+def plumbing_inputs(jaxpr):
     """The Ref inputs of ``jaxpr`` that reach a custom derivative rule (at any depth): they
     must stay Refs through differentiation (a custom_vjp's bwd may write to them)."""
     def reaches_rules(closed):
-        return any(e.primitive in _RULES_TAKE_REFS or any(reaches_rules(s) for s in
+        return any(e.primitive in rules_take_refs or any(reaches_rules(s) for s in
                                                          _sub_jaxprs(e.params))
                    for e in closed.jaxpr.eqns)
 
     keep = set()
     for eqn in jaxpr.jaxpr.eqns:
-        if eqn.primitive in _RULES_TAKE_REFS or any(reaches_rules(s)
+        if eqn.primitive in rules_take_refs or any(reaches_rules(s)
                                                     for s in _sub_jaxprs(eqn.params)):
             keep.update(v for v in eqn.invars if type(v) is Var and _is_ref(v.aval))
     return [v in keep for v in jaxpr.jaxpr.invars]
-
-
-def _checkpoint_pe_with_refs(rule):
-    """Before a checkpoint is split into saved and recomputed parts, its Refs are discharged
-    (except those a custom derivative rule needs): the contents of those it is handed are read
-    on entry and written back on exit, once, on the forward pass. What it saves is then
-    values, and a recomputed read sees the contents it saw the first time."""
-    def pe_rule(trace, args, params):
-        jaxpr = params["jaxpr"]
-        if not has_state(jaxpr):
-            return rule(trace, args, params)
-        keep = _plumbing_inputs(jaxpr)
-        mask = tuple(not k for k in keep)
-        d = discharge_state(jaxpr, mask)
-        body, consts = closed_call(d.closed)
-        refs = [args[i] for i in d.ref_inputs]
-        ins = [_ref_contents(r) for r in d.found] + [
-            _ref_contents(a) if i in d.ref_inputs else a for i, a in enumerate(args)]
-        cse = params["prevent_cse"]
-        if not isinstance(cse, bool):
-            cse = (True,) * (len(consts) + len(d.found)) + tuple(cse)
-        outs = rule(trace, [*consts, *ins], dict(params, jaxpr=body, prevent_cse=cse))
-        n_out = len(jaxpr.out_avals)
-        for r, final, written in zip(refs + list(d.found), outs[n_out:], d.written):
-            if written:
-                _write_back(r, final)
-        return outs[:n_out]
-
-    return pe_rule
 
 
 def _pe_with_internal_refs(rule):
@@ -839,16 +661,6 @@ def _pe_with_internal_refs(rule):
         return rule(trace, args, params)
 
     return pe_rule
-
-
-def _pe_custom_with_refs(rule):
-    """A call split inside a checkpoint: the Refs its bodies create are discharged first."""
-    def pe_custom(eqn, *args):
-        if params_have_state(eqn.params):
-            eqn = eqn.replace(params=_internal_params(eqn.params))
-        return rule(eqn, *args)
-
-    return pe_custom
 
 
 def _prepare_backward_pass(jaxpr, consts):
@@ -864,25 +676,35 @@ def _prepare_backward_pass(jaxpr, consts):
     return out, list(new.consts) + list(consts)
 
 
-# --- installation ----------------------------------------------------------------------------
+# --- how the owners of calls and loops let their rules take Refs -------------------------------
 
-# two reads of a Ref may differ (a write between them), two new Refs are distinct Refs: a
-# staged program with state ops (jit(f).lower(...).as_text()) is never merged by CSE
-registry.cse_barriers.update({state.new_ref_p, state.empty_ref_p, state.get_p, state.freeze_p})
+
+def handle_refs(primitive, rule, pe_rule=None):
+    """Declare ``primitive`` (a call or loop) discharged by ``rule`` when handed Refs or when
+    its bodies use them, and let the impl, JVP, batching and partial-eval rules registered for
+    it so far take Refs: its owner calls this after registering them. ``pe_rule`` replaces the
+    partial-eval wrapping (checkpoint's, which discharges before it splits)."""
+    discharge_rules[primitive] = rule
+    pe.ref_primitives.add(primitive)
+    primitive.def_impl(_stateful_impl(primitive, primitive.impl))
+    if primitive in ad.primitive_jvps:
+        ad.primitive_jvps[primitive] = _jvp_with_cells(primitive, ad.primitive_jvps[primitive])
+    if primitive in batching.primitive_batchers:
+        batching.primitive_batchers[primitive] = _batch_with_refs(
+            primitive, batching.primitive_batchers[primitive])
+    if primitive in pe.partial_eval_rules:
+        wrap = pe_rule or _pe_with_internal_refs
+        pe.partial_eval_rules[primitive] = wrap(pe.partial_eval_rules[primitive])
+
+
+def _discharge_internal_refs(eqn):
+    """An equation split inside a checkpoint, with the Refs its bodies create discharged."""
+    if params_have_state(eqn.params):
+        return eqn.replace(params=_internal_params(eqn.params))
+    return eqn
+
+
 core.ref_eval = _eval_with_refs
 pe.writes_ref_operand = _writes_ref_operand
+pe.prepare_custom_eqn = _discharge_internal_refs
 ad.prepare_backward_pass = _prepare_backward_pass
-for _prim in discharge_rules:
-    _prim.def_impl(_stateful_impl(_prim, _prim.impl))
-    if _prim in ad.primitive_jvps:
-        ad.primitive_jvps[_prim] = _jvp_with_cells(_prim, ad.primitive_jvps[_prim])
-    if _prim in batching.primitive_batchers:
-        batching.primitive_batchers[_prim] = _batch_with_refs(
-            _prim, batching.primitive_batchers[_prim])
-pe.partial_eval_rules[checkpoint_p] = _checkpoint_pe_with_refs(
-    pe.partial_eval_rules[checkpoint_p])
-for _prim in discharge_rules:
-    if _prim is not checkpoint_p and _prim in pe.partial_eval_rules:
-        pe.partial_eval_rules[_prim] = _pe_with_internal_refs(pe.partial_eval_rules[_prim])
-for _prim, _rule in list(pe.partial_eval_jaxpr_custom_rules.items()):
-    pe.partial_eval_jaxpr_custom_rules[_prim] = _pe_custom_with_refs(_rule)

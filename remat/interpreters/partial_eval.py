@@ -148,6 +148,14 @@ def convert_constvars_jaxpr(jaxpr):
     return Jaxpr([], jaxpr.constvars + jaxpr.invars, jaxpr.outvars, jaxpr.eqns, jaxpr.debug_info)
 
 
+def closed_call(jaxpr):
+    """A const-free ClosedJaxpr for a call primitive's param (consts become leading inputs),
+    and those consts."""
+    if not jaxpr.consts:
+        return jaxpr, []
+    return ClosedJaxpr(convert_constvars_jaxpr(jaxpr.jaxpr), []), list(jaxpr.consts)
+
+
 
 # --- known/unknown partial evaluation --------------------------------------------------------
 
@@ -257,6 +265,9 @@ ref_primitives = set()
 # ``writes_ref_operand(eqn)``: whether a call writes a Ref it is given (set by
 # remat.interpreters.discharge), an effect that dead-code elimination must keep
 writes_ref_operand = None
+# ``prepare_custom_eqn(eqn)``: the equation a ``partial_eval_jaxpr_custom`` rule is handed, with
+# the Refs its bodies create discharged (set by remat.interpreters.discharge)
+prepare_custom_eqn = None
 
 
 def has_effects(eqn):
@@ -462,7 +473,9 @@ def partial_eval_jaxpr_custom(jaxpr, in_unknowns, policy, stage_known_outputs=Fa
         uks = [type(v) is Var and v in unknown for v in eqn.invars]
         rule = partial_eval_jaxpr_custom_rules.get(eqn.primitive)
         if any(uks) and rule is not None:
-            eqn_known, eqn_staged, out_uk, out_inst, res = rule(eqn, uks, policy, unsaveable)
+            handed = eqn if prepare_custom_eqn is None else prepare_custom_eqn(eqn)
+            eqn_known, eqn_staged, out_uk, out_inst, res = rule(handed, uks, policy,
+                                                                unsaveable)
             if eqn_known is not None:
                 known_eqns.append(eqn_known)
             if eqn_staged is not None:

@@ -8,7 +8,6 @@ import builtins
 import numpy as np
 
 from remat import core, dtypes, lax
-from remat.api import vmap
 from remat.array import from_numpy
 from remat.core import Tracer
 from remat.numpy.elementwise import log10, power
@@ -37,6 +36,7 @@ from remat.numpy.util import (
     asarray,
     broadcast_shapes,
 )
+from remat.transforms.api import vmap
 
 _max = builtins.max
 _abs = builtins.abs

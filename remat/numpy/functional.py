@@ -6,7 +6,6 @@ import functools
 import re
 
 from remat import dtypes, lax
-from remat.api import vmap
 from remat.numpy.shapes import expand_dims, squeeze
 from remat.numpy.util import (
     _arr,
@@ -19,6 +18,7 @@ from remat.numpy.util import (
     asarray,
     broadcast_shapes,
 )
+from remat.transforms.api import vmap
 
 __all__ = ["apply_along_axis", "apply_over_axes", "piecewise", "vectorize"]
 

@@ -9,9 +9,7 @@ import math
 import numpy as np
 
 from remat import core, dtypes, lax
-from remat.api import vmap
 from remat.array import Array
-from remat.call import jit
 from remat.core import Tracer
 from remat.numpy.scalar_types import ndim
 from remat.numpy.util import (
@@ -29,6 +27,8 @@ from remat.numpy.util import (
     _static_int,
     broadcast_shapes,
 )
+from remat.transforms.api import vmap
+from remat.transforms.jit import jit
 
 _max = builtins.max
 _min = builtins.min

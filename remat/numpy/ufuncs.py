@@ -12,7 +12,6 @@ import operator
 import numpy as np
 
 from remat import dtypes, lax
-from remat.api import eval_shape, vmap
 from remat.numpy.functional import vectorize
 from remat.numpy.selection import take
 from remat.numpy.shapes import broadcast_to, moveaxis, ravel, reshape
@@ -26,6 +25,7 @@ from remat.numpy.util import (
     _shape,
     asarray,
 )
+from remat.transforms.api import eval_shape, vmap
 
 __all__ = ["frompyfunc", "ufunc"]
 

@@ -26,7 +26,6 @@ import numpy as np
 
 from remat import core, dtypes, lax
 from remat import numpy as jnp
-from remat.api import vmap
 from remat.config import config
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
@@ -46,6 +45,7 @@ from remat.random.discrete import _rademacher
 from remat.random.distributions import _exponential
 from remat.random.kernels import _const, fused_mul_add, xla_log_p
 from remat.random.keys import KeyTy, _check_key, _split, _wrap, key_dtype, random_unwrap_p
+from remat.transforms.api import vmap
 
 __all__ = ["beta", "chisquare", "f", "gamma", "generalized_normal", "loggamma",
            "random_gamma_p", "t"]

@@ -11,6 +11,7 @@ import contextlib
 import gc
 import math
 import os
+import tempfile
 import threading
 
 import numpy as np
@@ -200,3 +201,14 @@ def memory_timeline(f, *args, **kwargs):
     finally:
         samples, _recorder = _recorder, None
     return [(event, live - start) for event, live in samples]
+
+
+# --- host memory -----------------------------------------------------------------------------
+
+
+def host_empty(shape, dtype):
+    """An uninitialized array in host memory (a memory-mapped, already unlinked file)."""
+    if int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize == 0:
+        return np.empty(shape, dtype)
+    with tempfile.TemporaryFile() as f:  # unlinked at once; the mapping keeps the data
+        return np.memmap(f, dtype=dtype, mode="w+", shape=tuple(shape))

@@ -17,6 +17,8 @@ read by the executor's planner and passes: the primitives stay below the executo
 - ``in_order_forms[prim](eqn) -> params or None``: the params of ``eqn`` on its second operand
   transposed, when ``eqn`` reads that operand across its rows (``x @ w.T``): a loop whose
   body does so with a loop constant reads a contiguous transposed copy, made once per loop;
+- ``host_results``: primitives whose results live in host memory (an offloaded residual): a
+  loop stacks them into host buffers;
 - ``source_forms[prim](eqn, operand sources) -> source or None``: the NumPy expression a
   generated loop kernel may write for an equation instead of calling its impl, giving the
   impl's result bit for bit (the impl's own NumPy call, without its per-call checks).
@@ -32,3 +34,4 @@ broadcast_primitive = None
 scalar_broadcasting = set()
 in_order_forms = {}
 source_forms = {}
+host_results = set()

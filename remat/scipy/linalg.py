@@ -18,11 +18,12 @@ from functools import partial
 import numpy as np
 
 import remat.numpy as jnp
-from remat import api, dtypes, lax
+from remat import dtypes, lax
 from remat.custom_derivatives import custom_jvp
 from remat.lax import linalg as lax_linalg
 from remat.numpy import linalg as jnp_linalg
 from remat.scipy import special
+from remat.transforms import api
 
 __all__ = [
     "block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion",

@@ -15,7 +15,7 @@ import operator
 import numpy as np
 import scipy.special as sc
 
-from remat import api, core, dtypes, lax
+from remat import core, dtypes, lax
 from remat import numpy as jnp
 from remat.custom_derivatives import custom_jvp
 from remat.lax import scipy_special_primitives as prims
@@ -23,6 +23,7 @@ from remat.nn import log_softmax as _nn_log_softmax
 from remat.nn import logsumexp
 from remat.nn import softmax as _nn_softmax
 from remat.numpy.util import _promote_args_inexact
+from remat.transforms import api
 
 __all__ = [
     "bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb",

@@ -137,7 +137,7 @@ def data_parallel_mlp():
 def pmap_end_to_end():
     """pmap over the local device, with the pmean spanning both processes."""
     try:
-        from remat.pmap import pmap
+        from remat.transforms.pmap import pmap
     except ImportError:
         print("SKIP pmap (remat.pmap not built yet)", flush=True) if rank == 0 else None
         return

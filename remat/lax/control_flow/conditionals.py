@@ -8,7 +8,8 @@ from remat import core
 from remat.api_util import fun_name
 from remat.call import recompute_whole_rule
 from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Primitive, Var
-from remat.interpreters import ad, batching
+from remat.exec import loops as exec_loops
+from remat.interpreters import ad, batching, discharge
 from remat.interpreters import partial_eval as pe
 from remat.lax.control_flow.common import (
     _leaf_paths,
@@ -42,6 +43,7 @@ def _cond_abstract_eval(index, *ops, branches):
 
 
 cond_p.def_abstract_eval(_cond_abstract_eval)
+cond_p.def_impl(exec_loops.run_cond)
 
 
 def _cond_jvp(primals, tangents, branches):
@@ -332,3 +334,24 @@ def _strengthen(fun, weak):
 
     strong.__name__ = fun_name(fun)
     return strong
+
+
+# --- Refs handed to a cond: operands and outputs of every branch ----------------------------
+
+
+def _cond_discharge(contents, invals, eqn):
+    """A Ref handed to a cond is an operand of every branch, and its final contents an
+    output of every branch (branches that do not write it pass it through)."""
+    index, ops = invals[0], invals[1:]
+    branches = eqn.params["branches"]
+    keys = discharge.threaded(ops, branches, contents)
+    new = tuple(discharge.trace_body(b, ops, keys, (), "keys-first") for b in branches)
+    outs = cond_p.bind(index, *[contents[k] for k in keys],
+                       *[x for x in ops if type(x) is not discharge.Handle],
+                       **dict(eqn.params, branches=new))
+    for k, v in zip(keys, outs[:len(keys)]):
+        contents[k] = v
+    return outs[len(keys):]
+
+
+discharge.handle_refs(cond_p, _cond_discharge)

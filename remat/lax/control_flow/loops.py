@@ -6,7 +6,8 @@ from remat import core, dtypes
 from remat.api_util import arg_names
 from remat.call import recompute_whole_rule
 from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Primitive, Var
-from remat.interpreters import ad, batching
+from remat.exec import loops as exec_loops
+from remat.interpreters import ad, batching, discharge
 from remat.interpreters import partial_eval as pe
 from remat.lax.control_flow.common import (
     _leaf_paths,
@@ -63,6 +64,7 @@ def _check_scan_operands(avals, jaxpr, num_consts, num_carry, length):
 
 
 scan_p.def_abstract_eval(_scan_abstract_eval)
+scan_p.def_impl(exec_loops.run_scan)  # the executor runs the body, as a loop kernel when it can
 
 
 def _scan_split(seq, num_consts, num_carry):
@@ -515,6 +517,7 @@ def _while_abstract_eval(*avals, cond_jaxpr, body_jaxpr, cond_nconsts, body_ncon
 
 
 while_p.def_abstract_eval(_while_abstract_eval)
+while_p.def_impl(exec_loops.run_while)
 
 
 def _while_split(seq, cond_nconsts, body_nconsts):
@@ -771,3 +774,84 @@ def fori_loop(lower, upper, body_fun, init_val, unroll=None):
     upper = convert_element_type(upper, dtype)
     _, _, result = while_loop(while_cond, while_body, (lower, upper, init_val))
     return result
+
+
+# --- Refs closed over by a loop's body: discharged into carries ------------------------------
+
+
+def _scan_discharge(contents, invals, eqn):
+    """A Ref handed to a scan (closed over by its body) becomes a carry."""
+    p = eqn.params
+    nc, nk = p["num_consts"], p["num_carry"]
+    if any(type(x) is discharge.Handle for x in invals[nc:]):
+        raise TypeError("scan carries and scanned-over values cannot be mutable array "
+                        "references: close over the Ref in the scan body instead")
+    closed = p["jaxpr"]
+    keys = discharge.threaded(invals[:nc], [closed], contents)
+    consts = invals[:nc]
+    new = discharge.trace_body(closed, consts, keys, closed.in_avals[nc:], "keys-last")
+    # body inputs: [non-Ref consts, keys, carry, xs]; outputs: [carry, ys, keys] -> keys first
+    j = new.jaxpr
+    n_op = sum(type(x) is not discharge.Handle for x in consts)
+    n_k = len(keys)
+    out_order = list(range(len(j.outvars) - n_k, len(j.outvars))) + list(
+        range(len(j.outvars) - n_k))
+    body = ClosedJaxpr(Jaxpr(j.constvars, j.invars, [j.outvars[i] for i in out_order], j.eqns,
+                             j.debug_info), new.consts)
+    body, body_consts = pe.closed_call(body)
+    outs = scan_p.bind(*body_consts, *[x for x in consts if type(x) is not discharge.Handle],
+                       *[contents[k] for k in keys], *invals[nc:],
+                       **dict(p, jaxpr=body, num_consts=len(body_consts) + n_op,
+                              num_carry=n_k + nk))
+    for k, v in zip(keys, outs[:n_k]):
+        contents[k] = v
+    return outs[n_k:]
+
+
+def _while_discharge(contents, invals, eqn):
+    """A Ref handed to a while loop (closed over by its cond or body) becomes a carry; the
+    cond may read it, not write it."""
+    p = eqn.params
+    ncc, nbc = p["cond_nconsts"], p["body_nconsts"]
+    cconsts, bconsts, carry = invals[:ncc], invals[ncc:ncc + nbc], invals[ncc + nbc:]
+    if any(type(x) is discharge.Handle for x in carry):
+        raise TypeError("while_loop carries cannot be mutable array references: close over "
+                        "the Ref in the loop body instead")
+    cond_j, body_j = p["cond_jaxpr"], p["body_jaxpr"]
+    keys = discharge.threaded(list(cconsts) + list(bconsts), [cond_j, body_j], contents)
+    n_k = len(keys)
+    carry_avals = body_j.out_avals
+    body = discharge.trace_body(body_j, bconsts, keys, carry_avals, "keys-last")
+    j = body.jaxpr  # outputs [carry, keys] -> [keys, carry]
+    n_out = len(j.outvars)
+    body = ClosedJaxpr(Jaxpr(j.constvars, j.invars,
+                             j.outvars[n_out - n_k:] + j.outvars[:n_out - n_k], j.eqns,
+                             j.debug_info), body.consts)
+    key_avals = [discharge.aval_of_key(k, list(cconsts) + list(bconsts)) for k in keys]
+    c_ops = [x for x in cconsts if type(x) is not discharge.Handle]
+
+    def cond(*xs):
+        ops, kv, rest = xs[:len(c_ops)], xs[len(c_ops):len(c_ops) + n_k], xs[len(c_ops) + n_k:]
+        local = dict(zip(keys, kv))
+        args = discharge.body_args(cconsts, ops, local) + list(rest)
+        out = discharge.interpret(cond_j.jaxpr, cond_j.consts, args, local)
+        if any(local[k] is not v for k, v in zip(keys, kv)):
+            raise ValueError("a while_loop's cond_fun cannot write to mutable array references")
+        return out
+
+    cond_new = pe.trace_to_jaxpr(cond, [core.get_aval(x) for x in c_ops] + key_avals +
+                                 list(carry_avals), cond_j.jaxpr.debug_info)
+    cond_new, cc_consts = pe.closed_call(cond_new)
+    body, b_consts = pe.closed_call(body)
+    b_ops = [x for x in bconsts if type(x) is not discharge.Handle]
+    outs = while_p.bind(*cc_consts, *c_ops, *b_consts, *b_ops, *[contents[k] for k in keys],
+                        *carry, **dict(p, cond_jaxpr=cond_new, body_jaxpr=body,
+                                       cond_nconsts=len(cc_consts) + len(c_ops),
+                                       body_nconsts=len(b_consts) + len(b_ops)))
+    for k, v in zip(keys, outs[:n_k]):
+        contents[k] = v
+    return outs[n_k:]
+
+
+discharge.handle_refs(scan_p, _scan_discharge)
+discharge.handle_refs(while_p, _while_discharge)

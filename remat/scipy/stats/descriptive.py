@@ -5,10 +5,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from remat import api, dtypes, lax
+from remat import dtypes, lax
 from remat import numpy as jnp
 from remat.numpy.util import _canonicalize_axis
 from remat.scipy.stats._common import promote_args_inexact
+from remat.transforms import api
 
 __all__ = ["ModeResult", "mode", "rankdata", "sem"]
 

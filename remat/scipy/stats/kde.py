@@ -2,10 +2,11 @@
 
 import numpy as np
 
-from remat import api, lax, random
+from remat import lax, random
 from remat import numpy as jnp
 from remat.numpy.util import _check_arraylike, _promote_dtypes_inexact
 from remat.scipy import special
+from remat.transforms import api
 from remat.tree_util import register_pytree_node_class
 
 __all__ = ["gaussian_kde"]

@@ -8,7 +8,7 @@ the bytes crossing a cut, balanced by a binary search on the largest segment), e
 ``checkpoint`` with an inner policy (``INNER_POLICIES``), the last segment (a loss, say)
 checkpointed or left as it is, and the body of every ``scan`` checkpointed with the same
 inner policy (so each iteration keeps only its carry, or its dots). Each structure is
-modelled as ``remat.budget_policy`` models a split: the function differentiated with respect to
+modelled as ``remat.checkpointing.budget`` models a split: the function differentiated with respect to
 the inputs being differentiated (JVP tracers with a tangent; all floating inputs when called
 outside AD), its modelled peak and its recompute cost beyond no rematerialization; the
 cheapest that fits the budget runs (ties: the smaller peak). The structures and their figures
@@ -28,12 +28,11 @@ from typing import NamedTuple
 import numpy as np
 
 from remat import core
-from remat.ad_checkpoint import checkpoint_p
 from remat.api_util import abstractify, arg_names, flatten_fun, fun_name
-from remat.budget_policy import jaxpr_cost, modelled_peak, out_bytes, recorders
-from remat.budget_policy import memory_budget as memory_budget_policy
-from remat.call import closed_call
-from remat.checkpoint_policies import (
+from remat.checkpointing.budget import jaxpr_cost, modelled_peak, out_bytes, recorders
+from remat.checkpointing.budget import memory_budget as memory_budget_policy
+from remat.checkpointing.checkpoint import checkpoint_p
+from remat.checkpointing.policies import (
     dots_saveable,
     dots_with_no_batch_dims_saveable,
     everything_saveable,
@@ -209,7 +208,7 @@ def _model(jaxpr, cost_model, nonzeros):
     """``(modelled peak, backward cost)`` of ``jaxpr`` differentiated w.r.t. its ``nonzeros``
     inputs."""
     jvp_closed, _ = ad.jvp_jaxpr(ClosedJaxpr(jaxpr, []), nonzeros, False)
-    jvp_closed, consts = closed_call(jvp_closed)
+    jvp_closed, consts = pe.closed_call(jvp_closed)
     n_primal = len(consts) + len(jaxpr.invars)
     unknowns = [False] * n_primal + [True] * (len(jvp_closed.jaxpr.invars) - n_primal)
     split = pe.partial_eval_jaxpr_custom(jvp_closed.jaxpr, unknowns, everything_saveable)
@@ -268,7 +267,7 @@ class _AutoRemat:
         closed = pe.trace_to_jaxpr(flat_fun, avals, debug)
         if has_state(closed):  # the Refs it creates are discharged: then cut and modelled
             closed = discharge_state(closed, False).closed
-        closed, consts = closed_call(closed)
+        closed, consts = pe.closed_call(closed)
         nonzeros = _differentiated(list(consts) + list(flat_args))
         try:
             per_fun = _weighed.setdefault(self.fun, {})

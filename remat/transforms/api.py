@@ -16,10 +16,10 @@ from remat.api_util import (
     normalize_argnums,
     split_static,
 )
-from remat.call import jit
 from remat.config import config
 from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
+from remat.transforms.jit import jit
 from remat.tree_util import (
     Partial,
     register_pytree_node,

@@ -15,11 +15,12 @@ and ``axis_index`` is ``process_index() * local + member`` (the collectives' rul
 import functools
 import weakref
 
-from remat import api, distributed, named_axes
+from remat import distributed, named_axes
 from remat.api_util import check_callable, fun_name
-from remat.call import jit
 from remat.core import get_aval
 from remat.devices import _check_backend, local_device_count
+from remat.transforms import api
+from remat.transforms.jit import jit
 from remat.tree_util import tree_flatten
 
 __all__ = ["pmap"]
