@@ -67,7 +67,10 @@ def _graph():
                                                    child) if t != module]
                     edges[module].update(targets)
                     if inside and targets:
-                        local.append(f"{path.relative_to(PACKAGE.parent)}:{child.lineno}")
+                        lines = path.read_text().splitlines()
+                        said = "#" in lines[child.lineno - 1] or \
+                            lines[child.lineno - 2].strip().startswith("#")
+                        local.append((f"{path.relative_to(PACKAGE.parent)}:{child.lineno}", said))
                 stack.append((child, inside))
     return mods, edges, local
 
@@ -171,6 +174,8 @@ def test_no_import_circle_among_folders():
     assert not problems, "import circles among remat's folders:\n" + "\n".join(problems[:20])
 
 
-def test_few_function_local_imports():
+def test_few_function_local_imports_each_saying_why():
     _, _, local = _graph()
     assert len(local) <= MAX_LOCAL_IMPORTS, f"function-local imports of remat: {local}"
+    silent = [where for where, said in local if not said]
+    assert not silent, f"function-local imports without a comment saying why: {silent}"

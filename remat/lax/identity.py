@@ -9,6 +9,7 @@ from remat.interpreters import ad, batching
 from remat.interpreters import partial_eval as pe
 from remat.lax.standard import standard_primitive
 from remat.runtime import registry
+from remat.tree_util import tree_flatten, tree_map, tree_unflatten
 
 __all__ = [
     "copy",
@@ -52,8 +53,6 @@ batching.defvectorized(stop_gradient_p)
 
 def stop_gradient(x):
     """``x`` with zero derivative (any pytree)."""
-    from remat.tree_util import tree_map
-
     def stop(leaf):
         aval = core.get_aval(leaf)
         if dtypes.kind(aval.dtype) not in "fc":
@@ -100,7 +99,5 @@ batching.primitive_batchers[optimization_barrier_p] = lambda vals, dims: (
 
 def optimization_barrier(operand):
     """Identity on a pytree, opaque to the executor's common-subexpression elimination."""
-    from remat.tree_util import tree_flatten, tree_unflatten
-
     leaves, tree = tree_flatten(operand)
     return tree_unflatten(tree, optimization_barrier_p.bind(*leaves))

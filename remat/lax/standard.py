@@ -3,6 +3,7 @@
 import numpy as np
 
 from remat import core, dtypes
+from remat.array import Array
 from remat.core import Primitive, ShapedArray
 
 # dtype classes accepted by primitives, named as in error messages
@@ -86,8 +87,6 @@ def as_operands(name, *xs):
 
 
 def _scalar_as(x, dtype):
-    from remat.array import Array
-
     buf = np.asarray(x, dtype=dtype)
     return Array._new(buf, ShapedArray((), dtype, weak_type=not isinstance(x, bool)))
 
