@@ -22,6 +22,7 @@ from remat.runtime.memory import (  # noqa: F401  (the user's names)
     holders,
     host_bytes,
     live_bytes,
+    machine_bytes,
     memory_timeline,
     owner,
     peak_bytes,
