@@ -416,3 +416,66 @@ def test_auto_remat_of_a_function_reverse_mode_cannot_differentiate():
     np.testing.assert_allclose(remat.jit(auto)(x, 3), f(x, 3), rtol=1e-12)
     with pytest.raises(ValueError, match="Reverse-mode differentiation does not work"):
         remat.grad(lambda x: jnp.sum(auto(x, jnp.int32(3))))(x)
+
+
+# --- issue 31 §3: regions whose candidates save zero bytes ------------------------------------
+# A value in a loop that runs no iteration (a scan or fori_loop of length 0, or a scan over
+# zero-length xs) takes no bytes if saved: it is no candidate of a budget, which divided each
+# candidate's recompute cost by its bytes (ZeroDivisionError). JAX's plain gradient runs.
+
+
+def _scan_of_length_0(x):
+    c, ys = remat.lax.scan(lambda c, _: (jnp.sin(c) * c, jnp.cos(c)), x, None, length=0)
+    return jnp.sum(c * x) + jnp.sum(ys) + jnp.sum(jnp.tanh(x) * x)
+
+
+def _fori_loop_of_length_0(x):
+    return jnp.sum(remat.lax.fori_loop(0, 0, lambda i, c: jnp.sin(c) * c, x) * jnp.tanh(x))
+
+
+def _scan_over_zero_size_xs(x):
+    c, ys = remat.lax.scan(lambda c, r: (c + jnp.sin(r), jnp.exp(r)), x[0], x[:0])
+    return jnp.sum(c * c) + jnp.sum(ys) + jnp.sum(jnp.cos(x) * x)
+
+
+def _scan_of_length_0_in_a_scan(x):
+    def outer(c, _):
+        c2, ys = remat.lax.scan(lambda k, _: (jnp.sin(k) * k, jnp.cos(k)), c, None, length=0)
+        return c2 * 1.5 + jnp.sum(ys), jnp.sin(c)
+    c, ys = remat.lax.scan(outer, x, None, length=2)
+    return jnp.sum(c ** 2) + jnp.sum(ys)
+
+
+def _zero_size_values_in_a_scan(x):
+    def body(c, _):
+        z = jnp.sin(c[:, :0]) * 2.0
+        return c * jnp.cos(c) + jnp.sum(z), z
+    c, zs = remat.lax.scan(body, x, None, length=2)
+    return jnp.sum(c) + jnp.sum(zs) + jnp.sum(jnp.sin(x[:0]) @ jnp.ones((3, 2)))
+
+
+def _revolve_scan_and_jitted_scan_of_length_0(x):
+    c, _ = remat.lax.scan(lambda c, _: (jnp.sin(c) * c, None), x, None, length=0, checkpoints=2)
+    d = remat.jit(lambda a: remat.lax.scan(lambda k, _: (jnp.exp(k) * k, None), a, None,
+                                           length=0)[0])(x)
+    return jnp.sum(c * d * jnp.tanh(x))
+
+
+@pytest.mark.parametrize("f", [_scan_of_length_0, _fori_loop_of_length_0,
+                               _scan_over_zero_size_xs, _scan_of_length_0_in_a_scan,
+                               _zero_size_values_in_a_scan,
+                               _revolve_scan_and_jitted_scan_of_length_0])
+@pytest.mark.parametrize("jit", [False, True])
+def test_budgets_of_regions_whose_values_save_zero_bytes(f, jit):
+    x = np.linspace(-0.6, 0.7, 12, dtype=np.float32).reshape(4, 3)
+    want = np.asarray(remat.grad(f)(x))
+    wrap = remat.jit if jit else (lambda g: g)
+    for fraction in (0.0, 0.5, 1.0):
+        policy = cp.memory_budget(fraction)
+        got = wrap(remat.grad(remat.checkpoint(f, policy=policy)))(x)
+        np.testing.assert_array_equal(np.asarray(got), want)
+        got = wrap(remat.grad(remat.auto_remat(f, memory_budget=fraction)))(x)
+        np.testing.assert_array_equal(np.asarray(got), want)
+    with recording() as found:  # (every candidate saves some bytes)
+        wrap(remat.grad(remat.checkpoint(f, policy=cp.memory_budget(0.5))))(x)
+    assert found and all(size > 0 for r in found for _, size, _ in r.saved + r.recomputed)

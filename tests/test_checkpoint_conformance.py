@@ -351,3 +351,64 @@ def test_check_grads_at_inputs_dtypes_still_catches_a_wrong_derivative():
     with pytest.raises(AssertionError):
         check_grads(wrong, (W,), order=1, modes=["fwd"])
     check_grads(_scan_from_closed_over_carry, (W,), order=1, modes=["fwd"])
+
+
+# --- 9. no redundant flops under jit (JAX's test_remat_no_redundant_flops) -----------------
+
+
+def _never_saveable(*_, **__):
+    return False
+
+
+REMAT_VARIANTS = {
+    "remat": remat.remat,
+    "checkpoint": remat.checkpoint,
+    "policy": partial(remat.remat, policy=_never_saveable),
+    "new_policy": partial(remat.checkpoint, policy=cp.nothing_saveable),
+    "dots": partial(remat.checkpoint, policy=cp.dots_saveable),
+    "no_prevent_cse": partial(remat.checkpoint, prevent_cse=False),
+}
+
+
+@pytest.fixture
+def sin_shapes():
+    """The shape of each operand ``sin``'s impl is called on."""
+    shapes = []
+    impl = lax.sin_p.impl
+    lax.sin_p.def_impl(lambda x: shapes.append(np.shape(x)) or impl(x))
+    yield shapes
+    lax.sin_p.def_impl(impl)
+
+
+@pytest.mark.parametrize("remat_fn", REMAT_VARIANTS.values(), ids=REMAT_VARIANTS.keys())
+@pytest.mark.parametrize("nesting", ["grad_of_jit", "jit_of_grad"])
+def test_remat_no_redundant_flops(sin_shapes, remat_fn, nesting):
+    """``sin(2.)`` depends on literals only: the plans fold it once, when they are built (the
+    forward and the backward plans of ``grad(jit(g))`` share the folded value), and no call
+    of the compiled function runs it again."""
+    @remat_fn
+    def f(x, y):
+        return jnp.sin(x) * y
+
+    g = lambda x: f(2., x)
+    dg = remat.grad(remat.jit(g)) if nesting == "grad_of_jit" else remat.jit(remat.grad(g))
+    np.testing.assert_allclose(dg(3.), np.sin(np.float32(2.)), rtol=1e-6)
+    assert len(sin_shapes) <= 1
+    sin_shapes.clear()
+    dg(3.)
+    assert sin_shapes == []
+
+
+@pytest.mark.parametrize("remat_fn", REMAT_VARIANTS.values(), ids=REMAT_VARIANTS.keys())
+def test_remat_still_recomputes_arrays_and_argument_values(sin_shapes, remat_fn):
+    """Folding stops at scalars of literals (DESIGN §4.3): a constant array and a value of the
+    arguments are recomputed by the backward plan at every call, never pinned in a plan."""
+    from_constant = remat_fn(lambda x: jnp.sum(jnp.sin(jnp.arange(1000.)) * x))
+    from_argument = remat_fn(lambda x: jnp.sum(jnp.sin(x) * x))
+    assert saved_residuals(from_constant, jnp.ones(1000)) == []
+    for fun, x in ((from_constant, jnp.ones(1000)), (from_argument, jnp.ones(3))):
+        dfun = remat.grad(remat.jit(fun))
+        for _ in range(2):
+            sin_shapes.clear()
+            dfun(x)
+            assert sin_shapes == [np.shape(x)] * 2  # the forward plan's and the backward's

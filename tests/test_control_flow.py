@@ -2,6 +2,8 @@
 Python equivalent (values, jvp, grad, vmap, jit, nesting), plus errors, the staged jaxprs,
 residual structure under vjp and dead-code elimination."""
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -979,7 +981,7 @@ def test_cond_branch_output_mismatch_errors():
     with pytest.raises(TypeError, match="switch branches must have equal output types") as e:
         lax.switch(1, [lambda x: x, lambda x: x, lambda x: x[0]], x)
     assert "output of branch 0 has type float32[3]" in str(e.value)
-    assert "output of branch 2 has type float32[]" in str(e.value)
+    assert "output of branch2 has type float32[]" in str(e.value)  # JAX's "branch{i}"
     with pytest.raises(TypeError, match="Pred must be a scalar"):
         lax.cond(np.array([True, False]), lambda x: x, lambda x: x, x)
     with pytest.raises(TypeError, match="Index type must be an integer"):
@@ -998,7 +1000,7 @@ def test_scan_carry_mismatch_errors():
     with pytest.raises(TypeError, match="the dtypes do not match") as e:
         lax.scan(lambda carry, _: ((carry[0], carry[1].astype(np.int32)), None), (x, x), None,
                  length=2)
-    assert "input carry carry[1] has type float32[3]" in str(e.value)
+    assert "The input carry component carry[1] has type float32[3]" in str(e.value)
     assert "output carry component has type int32[3]" in str(e.value)
     with pytest.raises(TypeError, match="must have the same pytree structure"):
         lax.scan(lambda c, _: ((c, c), None), x, None, length=2)
@@ -1271,3 +1273,259 @@ def test_linearize_of_nested_while_loops_with_traced_trip_counts():
     eps = 1e-3
     fd = (np.asarray(f(x + eps, n), np.float64) - np.asarray(f(x - eps, n), np.float64)) / (2 * eps)
     np.testing.assert_allclose(jvp_out, fd, rtol=2e-2)
+
+
+# --- weakly typed loop carries and branch outputs, as JAX (issue 31 §2) -----------------------
+
+
+@contextlib.contextmanager
+def _x64_for_both(on):
+    """x64 set for remat and for JAX alike (both restored after); gives the jax module."""
+    jax = pytest.importorskip("jax")
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", on)
+    try:
+        with remat.config.override("jax_enable_x64", on):
+            yield jax
+    finally:
+        jax.config.update("jax_enable_x64", previous)
+
+
+def _weak_init_loops(lx, np_, remat_only):
+    """Every loop form from a Python-scalar initial carry (weak float64 ``0.0`` under x64,
+    weak float32 otherwise; or a weak int) whose body returns float32 (or bfloat16): functions
+    of a float32 scale ``s``. ``remat_only(**kw)`` gives remat's own loop arguments
+    (``checkpoints=``, ``max_steps=``) and nothing for JAX, which runs the plain form."""
+    xs = np_.asarray(np.linspace(-1.0, 1.0, 5).astype(np.float32))
+
+    def step(c, x, s):
+        return c * 0.9 + np_.tanh(s * x)
+
+    def scan(s, **kw):
+        return lx.scan(lambda c, x: (step(c, x, s), c), 0.0, xs, **kw)
+
+    def while_loop(s, init=0.0, **kw):
+        return lx.while_loop(lambda c: c[0] < 5, lambda c: (c[0] + 1, step(c[1], xs[c[0]], s)),
+                             (0, init), **kw)
+
+    return {
+        "scan": scan,
+        "scan_checkpoints": lambda s: scan(s, **remat_only(checkpoints=2)),
+        "scan_bfloat16": lambda s: lx.scan(
+            lambda c, x: (c + (s * x).astype(np_.bfloat16), None), 0.0, xs)[0],
+        "while_loop": while_loop,
+        "while_loop_int_init": lambda s: while_loop(s, init=0),
+        "while_loop_max_steps_checkpoints": lambda s: while_loop(
+            s, **remat_only(max_steps=8, checkpoints=2)),
+        "fori_loop": lambda s: lx.fori_loop(0, 5, lambda i, c: step(c, xs[i], s), 0.0),
+        "fori_loop_int_init": lambda s: lx.fori_loop(0, 5, lambda i, c: step(c, xs[i], s), 0),
+    }
+
+
+def _assert_same_values_and_types(mine, theirs, tol=1e-5):
+    """Equal trees, each leaf of the same dtype and weak type, and close values."""
+    jax = pytest.importorskip("jax")
+    fm, tm = tree_flatten(mine)
+    ft, tt = jax.tree_util.tree_flatten(theirs)
+    assert len(fm) == len(ft), (tm, tt)
+    for a, b in zip(fm, ft):
+        assert (core.get_aval(a).dtype, core.get_aval(a).weak_type) == \
+            (jax.typeof(b).dtype, jax.typeof(b).weak_type), (core.get_aval(a), jax.typeof(b))
+        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                                   rtol=tol, atol=tol)
+
+
+def _total(np_, out):
+    """The sum of a loop's float outputs (its loss)."""
+    leaves = [x for x in remat.tree_util.tree_leaves(out)
+              if np.dtype(x.dtype).kind == "f" or x.dtype == np_.bfloat16]
+    return sum(np_.sum(x.astype(np.float32)) for x in leaves)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("form", sorted(_weak_init_loops(lax, jnp, dict)))
+def test_weak_typed_initial_carry_is_promoted_as_jax(form, x64):
+    """A weakly typed initial carry whose type the body changes takes the promotion of its
+    dtype with the output's (0.0 under x64 with a float32 body: float32), in every loop form:
+    the value, its dtype and weak type, and its derivatives (grad, jit(grad), vmap; forward
+    mode where JAX's form has no reverse mode) are JAX's."""
+    with _x64_for_both(x64) as jax:
+        mine = _weak_init_loops(lax, jnp, dict)[form]
+        theirs = _weak_init_loops(jax.lax, jax.numpy, lambda **kw: {})[form]
+        s = np.float32(0.7)
+        ss = np.array([0.3, 0.7, 1.1], np.float32)
+        _assert_same_values_and_types(mine(s), theirs(s))
+        _assert_same_values_and_types(remat.jit(mine)(s), jax.jit(theirs)(s))
+        _assert_same_values_and_types(remat.vmap(mine)(ss), jax.vmap(theirs)(ss))
+        loss_mine = lambda s: _total(jnp, mine(s))  # noqa: E731
+        loss_theirs = lambda s: _total(jax.numpy, theirs(s))  # noqa: E731
+        d_theirs = jax.jvp(loss_theirs, (s,), (np.float32(1),))[1]
+        _assert_same_values_and_types(remat.jvp(loss_mine, (s,), (np.float32(1),))[1],
+                                      d_theirs, 1e-4)
+        if form == "while_loop" or form == "while_loop_int_init":
+            with pytest.raises(ValueError, match="Reverse-mode differentiation does not work"):
+                remat.grad(loss_mine)(s)
+            return
+        _assert_same_values_and_types(remat.grad(loss_mine)(s), d_theirs, 1e-4)
+        _assert_same_values_and_types(remat.jit(remat.grad(loss_mine))(s), d_theirs, 1e-4)
+        _assert_same_values_and_types(remat.vmap(remat.grad(loss_mine))(ss),
+                                      jax.vmap(jax.jacfwd(loss_theirs))(ss), 1e-4)
+
+
+def test_weak_typed_carry_fori_loop_under_x64_issue_example():
+    """The issue's program under x64: JAX's float32 value, not a TypeError."""
+    xs = np.array([0.1, -0.2, 0.3, 0.05, 0.15], np.float32)
+    with _x64_for_both(True) as jax:
+        jxs, rxs = jax.numpy.asarray(xs), jnp.asarray(xs)
+        theirs = jax.lax.fori_loop(0, 5, lambda i, c: c * 0.9 + jax.numpy.tanh(jxs[i]), 0.0)
+        mine = lax.fori_loop(0, 5, lambda i, c: c * 0.9 + jnp.tanh(rxs[i]), 0.0)
+        assert mine.dtype == np.float32
+        _assert_same_values_and_types(mine, theirs, 1e-6)
+
+
+def test_weak_typed_carry_checkpointed_loops_count_the_promoted_carry():
+    """``memory_budget`` counts the carry as the body promoted it (4 bytes of float32 under
+    x64, not the 8 of the Python scalar's float64), and ``max_steps=0`` returns the promoted
+    carry."""
+    xs = np.ones(8, np.float32)
+    body = lambda c, x: (c * 0.5 + x, None)  # noqa: E731
+    with _x64_for_both(True):
+        c, _ = lax.scan(body, 0.0, xs, memory_budget=4)
+        assert c.dtype == np.float32
+        np.testing.assert_allclose(c, lax.scan(body, np.float32(0), xs)[0], rtol=1e-6)
+        with pytest.raises(ValueError, match="smallest feasible budget is 4 bytes"):
+            lax.scan(body, 0.0, xs, memory_budget=3)
+        c = lax.while_loop(lambda c: c < 3, lambda c: c + np.float32(1), 0.0, max_steps=5,
+                           memory_budget=4)
+        assert c.dtype == np.float32 and float(c) == 3.0
+        out = lax.while_loop(lambda c: c < 1, lambda c: c + np.float32(1), 0.0, max_steps=0)
+        assert out.dtype == np.float32 and float(out) == 0.0
+
+
+def _rejected_carries(lx, np_, remat_only):
+    """Programs JAX rejects: a strongly typed carry whose dtype changes, a weakly typed one
+    whose promoted type still differs from the output's (an int output, a new shape), several
+    leaves at once; in every loop form."""
+    xs = np_.asarray(np.ones(4, np.float32))
+
+    def to_f16(c, x):
+        return c.astype(np.float16), None
+
+    def tree_body(c, x):
+        return {"a": c["a"].astype(np.int16), "b": (c["b"][0][:1], c["b"][1])}, None
+
+    def counter_to_int16(c):
+        return (c + 1).astype(np.int16)
+
+    return {
+        "scan_strong_dtype": lambda: lx.scan(to_f16, np.float32(0), xs),
+        "scan_checkpoints_strong_dtype": lambda: lx.scan(to_f16, np.float32(0), xs,
+                                                         **remat_only(checkpoints=2)),
+        "scan_weak_init_int_output": lambda: lx.scan(
+            lambda c, x: (lx.convert_element_type(c, np.int32), None), 0.0, xs),
+        "scan_weak_init_new_shape": lambda: lx.scan(
+            lambda c, x: (np_.zeros(3, np.float32) + c, None), 0.0, xs),
+        "scan_tree_several_leaves": lambda: lx.scan(
+            tree_body, {"a": np.float32(0), "b": (np.ones(2, np.float32), 1.0)}, xs),
+        "scan_three_leaves": lambda: lx.scan(
+            lambda c, x: ((c[0].astype(np.int16), c[1][:1], c[2].astype(np.int32)), None),
+            (np.float32(1), np.ones((2, 3), np.float32), np.float32(1)), xs),
+        "while_loop_strong_dtype": lambda: lx.while_loop(lambda c: c < 5, counter_to_int16,
+                                                         np.int32(0)),
+        "while_loop_max_steps_checkpoints_strong_dtype": lambda: lx.while_loop(
+            lambda c: c < 5, counter_to_int16, np.int32(0),
+            **remat_only(max_steps=8, checkpoints=2)),
+        "while_loop_weak_init_int_output": lambda: lx.while_loop(
+            lambda c: c < 5, lambda c: lx.convert_element_type(c, np.int8), 0.0),
+        "fori_loop_static": lambda: lx.fori_loop(
+            0, 3, lambda i, c: c.astype(np.int16), np.float32(0)),
+        "fori_loop_traced_bounds": lambda: lx.fori_loop(
+            0, np_.asarray(3) + 0 * np_.asarray(0), lambda i, c: c.astype(np.int16),
+            np.float32(0)),
+    }
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("case", sorted(_rejected_carries(lax, jnp, dict)))
+def test_rejected_carry_types_raise_jax_error(case, x64):
+    """What JAX still rejects raises JAX's TypeError, word for word: the loop, each carry
+    leaf's path after the body's parameter name (``loop_carry`` for fori_loop), both types."""
+    with _x64_for_both(x64) as jax:
+        with pytest.raises(TypeError) as theirs:
+            _rejected_carries(jax.lax, jax.numpy, lambda **kw: {})[case]()
+        with pytest.raises(TypeError) as mine:
+            _rejected_carries(lax, jnp, dict)[case]()
+        assert str(mine.value) == str(theirs.value)
+
+
+def _weak_branches(lx, np_):
+    """cond/switch whose branches' outputs differ only in weak type (2.0 against float32 under
+    x32; float64 against float32 under x64)."""
+    weak = lambda x: 2.0  # noqa: E731
+    strong = lambda x: np_.sin(x)  # noqa: E731
+    scaled = lambda x: x * 3.0  # noqa: E731
+    return {
+        "cond_false_branch_weak": lambda p, x: lx.cond(p, strong, weak, x),
+        "cond_true_branch_weak": lambda p, x: lx.cond(p, weak, strong, x),
+        "switch_branch_0_weak": lambda i, x: lx.switch(i, [weak, strong, scaled], x),
+        "switch_branch_0_strong": lambda i, x: lx.switch(i, [strong, weak, scaled], x),
+    }
+
+
+_BRANCHES_REMAT = _weak_branches(lax, jnp)
+
+
+@pytest.mark.parametrize("case", sorted(_BRANCHES_REMAT))
+def test_branch_outputs_differing_in_weak_type_as_jax(case):
+    """Under x32 the branches match (weak types aside) and the output has branch 0's weak
+    type (``false_fun`` for cond), whichever branch runs; so adding a bfloat16 gives JAX's
+    dtype. Values and gradients (grad, jit(grad), vmap) are JAX's. Under x64 the weak
+    float64 no longer matches float32: JAX's TypeError, word for word."""
+    x = np.float32(0.5)
+    with _x64_for_both(False) as jax:
+        theirs = _weak_branches(jax.lax, jax.numpy)[case]
+        mine = _BRANCHES_REMAT[case]
+        for index in (0, 1, 2) if case.startswith("switch") else (True, False):
+            _assert_same_values_and_types(mine(index, x), theirs(index, x))
+            _assert_same_values_and_types(mine(index, x) + jnp.bfloat16(1),
+                                          theirs(index, x) + jax.numpy.bfloat16(1))
+            _assert_same_values_and_types(remat.jit(mine)(index, x), jax.jit(theirs)(index, x))
+            for d_mine, d_theirs in [(remat.grad(mine, 1), jax.grad(theirs, 1)),
+                                     (remat.jit(remat.grad(mine, 1)),
+                                      jax.jit(jax.grad(theirs, 1)))]:
+                _assert_same_values_and_types(d_mine(index, x), d_theirs(index, x))
+        indices = np.array([1, 0, 2, 1]) if case.startswith("switch") else \
+            np.array([True, False, True, False])
+        xs = np.linspace(-1.0, 1.0, 4).astype(np.float32)
+        _assert_same_values_and_types(remat.vmap(mine)(indices, xs),
+                                      jax.vmap(theirs)(indices, xs))
+        _assert_same_values_and_types(remat.vmap(remat.grad(mine, 1))(indices, xs),
+                                      jax.vmap(jax.grad(theirs, 1))(indices, xs))
+    with _x64_for_both(True) as jax:
+        theirs = _weak_branches(jax.lax, jax.numpy)[case]
+        index = 1 if case.startswith("switch") else True
+        with pytest.raises(TypeError) as want:
+            theirs(index, x)
+        with pytest.raises(TypeError) as got:
+            _BRANCHES_REMAT[case](index, x)
+        assert str(got.value) == str(want.value)
+
+
+def test_branch_outputs_of_other_types_raise_jax_error():
+    """Branches differing in dtype or shape beyond weak types: JAX's message, every differing
+    leaf listed, with each branch's name and source."""
+    jax = pytest.importorskip("jax")
+    cases = [
+        lambda lx, np_: lx.cond(True, lambda: (np.float32(1), np_.ones(2), 1),
+                                lambda: (np.float16(1), np_.ones(3), 2)),
+        lambda lx, np_: lx.cond(True, lambda: 2, lambda: np.float32(1)),
+        lambda lx, np_: lx.switch(2, [lambda: (np.float32(1), np_.ones(2)),
+                                      lambda: (np.float32(1), np_.ones(2)),
+                                      lambda: (np.float16(1), np_.ones((2, 1)))]),
+    ]
+    for case in cases:
+        with pytest.raises(TypeError) as want:
+            case(jax.lax, jax.numpy)
+        with pytest.raises(TypeError) as got:
+            case(lax, jnp)
+        assert str(got.value) == str(want.value)

@@ -787,3 +787,117 @@ def test_results_do_not_depend_on_which_buffers_the_plans_reuse():
     with config.override("jax_enable_x64", True):
         (kernel,) = _new_python_kernels(remat.jit(f), a, c0)
     assert "for it in range" in "\n".join(kernel.source_lines)
+
+
+# --- issue 31 §1: a zero pad deferred as a slice-add whose use was not a slice-add -----------
+# A zero pad whose every use is an ``add`` is written as slice-adds into the other operands
+# (its var never bound); an add with a scalar literal operand (``x + 1.0``, or a broadcast zero
+# cotangent that the plans' pass folds into a literal) is not written that way, and read the
+# pad's unbound var: ``KeyError: Var(...)`` from the Python-tier kernel writer.
+
+
+def _issue_31_run(ns, x, w, v):
+    """The fuzzer's program of issue 31 (reconstructed) on ``ns`` (remat's or JAX's ``(jax,
+    jnp, lax, checkpoint_name)``): a checkpointed scan body taking a ``value_and_grad`` of a
+    loss with checkpoints, names, and a ``jit`` that ignores all but one of its many operands
+    (its transpose's zero cotangents are added to the others')."""
+    jax, jnp_, lax_, name = ns
+    P = jax.checkpoint_policies
+    C0, C1, C2 = (np.cos(np.arange(n) * 0.7 + k).reshape(s).astype(np.float32)
+                  for k, (n, s) in enumerate([(24, (8, 3)), (9, (3, 3)), (9, (3, 3))]))
+
+    def loss(e0, e1, e2):
+        e3 = name(e0 @ e1, "a")
+        e4 = e0.T
+        e5 = jnp_.where(e1 > 0.1, e1, e1)
+        e7 = jnp_.log1p(e2 * e2)
+
+        def blk11_1_1(e7):
+            def blk11_1_2(e0, e1, e2, e3, e4, e5, e6, e7, e8, e9, e10):
+                return (name(jnp_.concatenate([e0, e0], axis=0), "c"),)
+            return jax.jit(blk11_1_2)(e0, e1, e2, e3, e4, e5, e5, e7, e5, e5, e5)
+
+        (e11,) = jax.checkpoint(blk11_1_1, policy=P.save_any_names_but_these("b", "a"))(e7)
+        e12 = jnp_.matmul(e4, e0)
+        (e13,) = jax.checkpoint(lambda: (jnp_.einsum("ij,kj->ik", e4, e4),),
+                                policy=P.nothing_saveable)()
+        # (slices of the closed-over values: zero pads among their cotangents' terms)
+        e14 = jnp_.sum(e1[1:] * e0[2:]) + jnp_.sum(e2[1:] * e0[0, 1:])
+        return jnp_.sum(e11 * C0) + jnp_.sum(e12 * C1) + jnp_.sum(e13 * C2) + e14
+
+    def body(c, _):
+        val, (gx, gw, gv) = jax.value_and_grad(loss, argnums=(0, 1, 2))(c, w, v)
+        return c - 0.01 * gx, (val, gw, gv)
+
+    return lax_.scan(jax.checkpoint(body), x, None, length=3)
+
+
+def test_issue_31_program_on_both_loop_tiers_and_against_jax(native_loops):
+    """The Python tier writes its scan's kernel (the plans' results bit for bit), the native
+    tier agrees, and jit, eager and JAX give the same values and gradients."""
+    from remat.ad_checkpoint import checkpoint_name
+
+    rng = np.random.default_rng(31)
+    x, w = (rng.standard_normal(s).astype(np.float32) for s in ((4, 3), (3, 3)))
+    v = rng.standard_normal(3).astype(np.float32)
+    ns = (remat, jnp, lax, checkpoint_name)
+    fn = remat.jit(functools.partial(_issue_31_run, ns))
+    _new_python_kernels(fn, x, w, v)  # (bit for bit the plans run step by step)
+    python, native_out = _both_tiers(native_loops, fn, x, w, v)
+    assert "ready" in _states(native_loops)
+    _assert_close(native_out, python, 2e-5)
+    with config.override("remat_native_loops", False):
+        _assert_close(python, _issue_31_run(ns, x, w, v), 1e-5)  # jit vs eager
+    jax = pytest.importorskip("jax")
+    from jax.ad_checkpoint import checkpoint_name as jax_checkpoint_name
+
+    want = _issue_31_run((jax, jax.numpy, jax.lax, jax_checkpoint_name), x, w, v)
+    _assert_close(python, [np.asarray(a) for a in jax.tree_util.tree_leaves(want)], 1e-5)
+
+
+def _pad_plus_literal(c, _):
+    return c * 0.5, jnp.pad(c, 1) + 1.0
+
+
+def _sliced_pad_plus_literal(c, _):  # (a slice's pad: a slice-add's piece, were it one)
+    return c * 0.5, lax.pad(c[1:], 0.0, ((1, 0, 0), (0, 0, 0))) + 0.5
+
+
+def _pad_slice_added_and_plus_literal(c, _):
+    p = lax.pad(c[:2] * 2.0, 0.0, ((1, 1, 0), (0, 0, 0)))
+    return c + p, p + 1.0
+
+
+def _scalar_pad_plus_literal(c, _):
+    s = lax.pad(jnp.sum(c), np.float32(0.0), ())
+    return c * 0.5, s + 1.0
+
+
+def _gradient_with_a_jits_zero_cotangent(c, w):
+    def loss(c, w):  # (the jit ignores w: its transpose gives w a zero cotangent, added to
+        u = remat.jit(lambda a, b: jnp.sin(a))(c, w)  # the pad of w[1:]'s)
+        return jnp.sum(u) + jnp.sum(w[1:] * c[1:])
+    gc, gw = remat.grad(loss, argnums=(0, 1))(c, w)
+    return c - 0.1 * gc, gw
+
+
+@pytest.mark.parametrize("body", [_pad_plus_literal, _sliced_pad_plus_literal,
+                                  _pad_slice_added_and_plus_literal, _scalar_pad_plus_literal,
+                                  _gradient_with_a_jits_zero_cotangent])
+@pytest.mark.parametrize("checkpointed", [False, True])
+def test_a_zero_pad_added_to_a_literal_in_a_loop_body(native_loops, body, checkpointed):
+    """Each way a zero pad in a loop body reaches an add that is not a slice-add: the Python
+    tier writes it (bit for bit the plans), the native tier agrees, and both equal eager."""
+    step = remat.checkpoint(body) if checkpointed else body
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+    x[1, 1] = -0.0
+
+    def run(x):
+        return lax.scan(step, x, jnp.stack([x, 2 * x]))
+
+    _new_python_kernels(remat.jit(run), x)
+    python, native_out = _both_tiers(native_loops, remat.jit(run), x)
+    assert "ready" in _states(native_loops)
+    _assert_close(native_out, python, 1e-6)
+    with config.override("remat_native_loops", False):
+        _assert_close(python, run(x), 1e-6)

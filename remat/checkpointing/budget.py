@@ -124,7 +124,8 @@ def jaxpr_cost(jaxpr, cost_model):
 
 class Candidate(NamedTuple):
     eqn: core.JaxprEqn
-    nbytes: int  # bytes its outputs take if saved (times the trip count of enclosing scans)
+    nbytes: int  # bytes its outputs take if saved (times the trip count of enclosing scans),
+    # never 0
     cost: float  # cost of recomputing it (likewise)
     top: bool  # an equation of the checkpoint's own jaxpr (not inside a scan or jit)
 
@@ -137,9 +138,10 @@ def _candidates(jaxpr, unknown, times, cost_model, top, out):
     for eqn in jaxpr.eqns:
         is_unknown = any(type(v) is Var and v in unknown for v in eqn.invars)
         if not is_unknown:
-            if out_bytes(eqn):
-                out.append(Candidate(eqn, times * out_bytes(eqn),
-                                     times * _eqn_cost(eqn, cost_model), top))
+            saved = times * out_bytes(eqn)
+            if saved:  # (nothing to decide where saving costs no bytes: a zero-size value,
+                # or any value in a loop that runs no iteration)
+                out.append(Candidate(eqn, saved, times * _eqn_cost(eqn, cost_model), top))
             continue
         unknown.update(eqn.outvars)
         name, params = eqn.primitive.name, eqn.params

@@ -135,13 +135,13 @@ class _Kernel:
 
     def _write(self, jaxpr, ins, stored, carried):
         env = dict(zip(jaxpr.invars, ins))
-        uses, consumer, added = {}, {}, {}  # added: how many of a var's uses are adds
+        uses, consumer, added = {}, {}, {}  # added: how many of a var's uses are slice-adds
         for eqn in jaxpr.eqns:
             for v in eqn.invars:
                 if type(v) is not Literal:
                     uses[v] = uses.get(v, 0) + 1
                     consumer[v] = eqn
-                    added[v] = added.get(v, 0) + (eqn.primitive.name == "add")
+                    added[v] = added.get(v, 0) + _slice_add(eqn)
         for k, v in enumerate(jaxpr.outvars):
             if type(v) is not Literal:  # never inlined nor updated in place (a stored
                 # output of the native tier may stay lazy: it is computed into its store)
@@ -203,9 +203,9 @@ class _Kernel:
             if self.native and out is not None and name not in self.control_flow and \
                     not pe.has_effects(eqn) and self.fused(eqn, env, read, uses, consumer, done):
                 continue
-            if name == "pad" and uses.get(out) and added.get(out) == uses[out] \
-                    and _zero_pad(eqn):  # (every use an add: e.g. a gate's slice of two
-                # products' cotangents, each assembled from its pieces)
+            if not self.native and name == "pad" and uses.get(out) and \
+                    added.get(out) == uses[out] and _zero_pad(eqn):  # (every use a slice-add:
+                # e.g. a gate's slice of two products' cotangents, each built from its pieces)
                 if eqn in pieces:  # (its slice, not written: read here as a view)
                     sliced, axis = pieces[eqn]
                     src = read(sliced.invars[0])
@@ -218,9 +218,7 @@ class _Kernel:
                     pads[out] = (src, _pad_index(eqn), None)
                 pad_uses[out] = uses[out]
                 continue
-            if name == "add" and any(v in pads for v in eqn.invars) and out.aval.shape and \
-                    all(type(v) is not Literal and v.aval.shape == out.aval.shape
-                        for v in eqn.invars):
+            if any(v in pads for v in eqn.invars) and _slice_add(eqn):
                 base = next((v for v in eqn.invars if v not in pads), None)
                 if base is None:
                     acc = self.bind(f"np.zeros({out.aval.shape}, {self.dtype(out.aval.dtype)})")
@@ -919,8 +917,8 @@ def _gathered(x, index, axis, slices):
 
 def _padded_slices(jaxpr, uses, consumer):
     """Zero pads of single-use slices, the slice cutting (stride 1) and the pad padding one
-    and the same axis, whose one use is an ``add`` (the transpose of a ``roll`` or a
-    stencil): ``{pad eqn: (slice eqn, axis)}``."""
+    and the same axis, whose one use is a slice-add (``_slice_add``: the transpose of a
+    ``roll`` or a stencil): ``{pad eqn: (slice eqn, axis)}``."""
     slices = {e.outvars[0]: e for e in jaxpr.eqns if e.primitive.name == "slice"}
     found = {}
     for eqn in jaxpr.eqns:
@@ -928,7 +926,7 @@ def _padded_slices(jaxpr, uses, consumer):
             continue
         sliced, out = slices.get(eqn.invars[0]), eqn.outvars[0]
         if sliced is None or uses.get(eqn.invars[0]) != 1 or uses.get(out) != 1 or \
-                consumer[out].primitive.name != "add" or type(sliced.invars[0]) is Literal:
+                not _slice_add(consumer[out]) or type(sliced.invars[0]) is Literal:
             continue
         padded = [d for d, (lo, hi, _) in enumerate(eqn.params["padding_config"]) if lo or hi]
         axis = padded[0] if len(padded) == 1 else 0 if not padded else None
@@ -985,6 +983,14 @@ def _merged_slice_adds(acc, adds, name_object):
             targets.update(piece[3].tolist())
     write_run()
     return lines
+
+
+def _slice_add(eqn):
+    """An ``add`` of arrays of its result's shape: the only use a pad written as slice-adds
+    may have (its var is never bound; ``x + 1.0`` or a folded broadcast zero would read it)."""
+    shape = eqn.outvars[0].aval.shape if eqn.primitive.name == "add" else ()
+    return bool(shape) and all(type(v) is not Literal and v.aval.shape == shape
+                               for v in eqn.invars)
 
 
 def _zero_pad(eqn):

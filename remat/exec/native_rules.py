@@ -556,7 +556,7 @@ rules["transpose"] = _transpose
 
 
 def _index_src(parts):
-    return "[" + ", ".join(parts) + "]"
+    return "[" + (", ".join(parts) or "...") + "]"  # (a rank-0 array: all of it)
 
 
 def _slice(ctx, eqn, ins):

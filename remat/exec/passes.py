@@ -96,7 +96,8 @@ def cse_jaxpr(jaxpr):
 def fold_constants(jaxpr):
     """Evaluate equations whose operands are all literals and whose results are scalars
     (e.g. ``div 1.0 8.0``), replacing their uses by literals. Larger constant results are
-    left to run: folding them would pin their memory for the life of the plan."""
+    left to run: folding them would pin their memory for the life of the plan (a constant
+    array a checkpoint does not save is recomputed, DESIGN §4.3)."""
     rename = {}
     eqns = []
     for eqn in jaxpr.eqns:
@@ -107,13 +108,35 @@ def fold_constants(jaxpr):
                     and not getattr(eqn.primitive, "has_effects", False)
                     and not eqn.outvars[0].aval.shape and not eqn.params)
         if foldable:
-            vals = [np.asarray(v.val, v.aval.dtype) for v in invars]
-            out = np.asarray(eqn.primitive.impl(*vals), eqn.outvars[0].aval.dtype)
-            rename[eqn.outvars[0]] = Literal(out[()], eqn.outvars[0].aval)
+            out_aval = eqn.outvars[0].aval
+            rename[eqn.outvars[0]] = Literal(_folded_scalar(eqn.primitive, invars, out_aval),
+                                             out_aval)
             continue
         eqns.append(eqn if invars == eqn.invars else eqn.replace(invars=invars))
     outvars = [rename.get(v, v) if type(v) is not Literal else v for v in jaxpr.outvars]
     return Jaxpr(jaxpr.constvars, jaxpr.invars, outvars, eqns, jaxpr.debug_info)
+
+
+_folded = {}  # (primitive, impl, operand dtypes and bits, result dtype) -> folded scalar
+_FOLDED_ENTRIES = 4096  # scalars: a few hundred bytes an entry at most
+
+
+def _folded_scalar(primitive, literals, out_aval):
+    """The scalar ``primitive`` gives on the scalar ``literals``, computed once per process:
+    a checkpoint's recomputation of a literal-only value, and the forward and backward plans
+    of one differentiated ``jit``, fold the same expression, and its impl runs once for all
+    of them (as XLA folds it without running it at all). Weak types are left out of the key
+    (they do not change the value); the impl is in it, so a redefined impl is run anew."""
+    vals = [np.asarray(v.val, v.aval.dtype) for v in literals]
+    key = (primitive, primitive.impl, tuple((v.dtype, v.tobytes()) for v in vals),
+           np.dtype(out_aval.dtype))
+    value = _folded.get(key)
+    if value is None:
+        value = np.asarray(primitive.impl(*vals), out_aval.dtype)[()]
+        if len(_folded) >= _FOLDED_ENTRIES:
+            _folded.clear()
+        _folded[key] = value
+    return value
 
 
 def fold_transposes(jaxpr):

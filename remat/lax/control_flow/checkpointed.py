@@ -532,13 +532,18 @@ _define_linear_loop(checkpointed_scan_lin_p, _scan_lin_forward, _scan_lin_abstra
 # --- the user-facing scan --------------------------------------------------------------------
 
 
+def _strong_avals(init_flat):
+    """The avals of the carry's strongly typed leaves: a memory budget too small for them is
+    an error before the body is traced (the weakly typed ones may change type in it)."""
+    return [a for a in map(core.get_aval, init_flat) if not a.weak_type]
+
+
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoints=None,
          memory_budget=None):
     """``lax.scan`` whose reverse mode keeps at most ``checkpoints`` carries (or as many as
     ``memory_budget`` bytes hold) and recomputes the rest with the binomial schedule."""
     init_flat, init_tree = tree_flatten(init)
-    carry_avals = [core.get_aval(x) for x in init_flat]
-    k = checkpoint_count(checkpoints, memory_budget, carry_avals, "scan")
+    k = checkpoint_count(checkpoints, memory_budget, _strong_avals(init_flat), "scan")
     if k is None:
         return loops.scan(f, init, xs, length, reverse, unroll)
     xs_flat, xs_tree = tree_flatten(xs)
@@ -547,6 +552,9 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoints=
         return loops.scan(f, init, xs, length, reverse, unroll)
     jaxpr, consts, carry_out_tree, y_tree, init_flat = loops.trace_scan_body(
         f, init_flat, init_tree, xs_flat, xs_tree)
+    if memory_budget is not None:  # the whole carry, of the types the body promoted it to
+        k = checkpoint_count(None, memory_budget, [core.get_aval(x) for x in init_flat],
+                             "scan")
     n_carry = len(init_flat)
     outs = checkpointed_scan_p.bind(
         *consts, *init_flat, *xs_flat, jaxpr=jaxpr, num_consts=len(consts),
@@ -814,18 +822,20 @@ def while_loop(cond_fun, body_fun, init_val, *, max_steps=None, checkpoints=None
             raise ValueError(f"while_loop: max_steps must be non-negative, got {max_steps}.")
         max_steps = int(max_steps)
     init_flat, init_tree = tree_flatten(init_val)
-    k = checkpoint_count(checkpoints, memory_budget, [core.get_aval(x) for x in init_flat],
-                         "while_loop")
+    k = checkpoint_count(checkpoints, memory_budget, _strong_avals(init_flat), "while_loop")
     if k is None:
         if max_steps is None:  # checkpoints='all' without a bound: JAX's while_loop
             return loops.while_loop(cond_fun, body_fun, init_val)
         k = max_steps if checkpoints == "all" else default_while_checkpoints(max_steps)
-    if max_steps == 0:
-        return init_val
-    if max_steps is not None:
-        k = min(k, max_steps)
     cond_j, cond_consts, body_j, body_consts, body_tree, init_flat = loops.trace_while(
         cond_fun, body_fun, init_flat, init_tree)
+    if memory_budget is not None:  # the whole carry, of the types the body promoted it to
+        k = checkpoint_count(None, memory_budget, [core.get_aval(x) for x in init_flat],
+                             "while_loop")
+    if max_steps == 0:  # no step runs, but the result has the loop's (promoted) carry types
+        return tree_unflatten(body_tree, init_flat)
+    if max_steps is not None:
+        k = min(k, max_steps)
     outs = checkpointed_while_p.bind(*cond_consts, *body_consts, *init_flat, cond_jaxpr=cond_j,
                                      body_jaxpr=body_j, cond_nconsts=len(cond_consts),
                                      body_nconsts=len(body_consts), max_steps=max_steps,

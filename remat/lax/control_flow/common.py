@@ -63,8 +63,24 @@ def _zeros(aval):
     return full(aval.shape, 0, aval.dtype)
 
 
-def _type_str(aval):
-    return f"{aval.dtype.name}{list(aval.shape)}"
+def _typematch(a, b):
+    """JAX's ``core.typematch``: the same shape and dtype, weak types aside."""
+    return a.shape == b.shape and a.dtype == b.dtype
+
+
+def _mismatch_extra(a, b):
+    """What differs between two avals, as JAX's messages end (``, so the dtypes do not
+    match``)."""
+    what = [f"the {kind} do not match" for kind, differs in
+            (("dtypes", a.dtype != b.dtype), ("shapes", a.shape != b.shape)) if differs]
+    if not what:
+        return ""
+    return ", so " + (what[0] if len(what) == 1 else
+                      ", ".join(what[:-1]) + ", and " + what[-1])
+
+
+def _capitalize(s):
+    return s[:1].upper() + s[1:]
 
 
 def _or(a, b):

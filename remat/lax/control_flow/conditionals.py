@@ -5,20 +5,22 @@ rules."""
 import numpy as np
 
 from remat import core
-from remat.api_util import fun_name
+from remat.api_util import fun_name, fun_sourceinfo
 from remat.call import recompute_whole_rule
 from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Primitive, Var
 from remat.exec import loops as exec_loops
 from remat.interpreters import ad, batching, discharge
 from remat.interpreters import partial_eval as pe
 from remat.lax.control_flow.common import (
+    _capitalize,
     _leaf_paths,
     _live_consts,
+    _mismatch_extra,
     _or,
     _run,
     _stage,
     _trace,
-    _type_str,
+    _typematch,
     _with_extra_invars,
     _zeros,
 )
@@ -241,30 +243,36 @@ def _known_branch(split, out_uk, slots, slot_index):
 pe.partial_eval_jaxpr_custom_rules[cond_p] = _cond_pe_custom
 
 
-def _join_branch_outputs(traced, names, kind):
-    """Check the branches return the same types (JAX's messages); weak types are joined to
-    strong ones. ``names`` are in the order the user wrote the branches."""
-    trees = [t[2] for t in traced]
-    for name, tree in zip(names[1:], trees[1:]):
-        if tree != trees[0]:
-            raise TypeError(
-                f"{kind} branch outputs must have the same pytree structure, but they differ:"
-                f"\n\n{names[0]} output is {trees[0]} but {name} output is {tree}.\n\n"
-                f"Revise {names[0]} and/or {name} so that they have the same pytree structure.")
-    avals = [t[0].out_avals for t in traced]
-    paths = _leaf_paths(trees[0])
-    for name, other in zip(names[1:], avals[1:]):
-        for path, a, b in zip(paths, avals[0], other):
-            what = "shapes" if a.shape != b.shape else "dtypes" if a.dtype != b.dtype else None
-            if what:
-                at = f" at path {path}" if path else ""
-                raise TypeError(
-                    f"{kind} branches must have equal output types but they differ.\n\n"
-                    f"The output of {names[0]}{at} has type {_type_str(a)} but the "
-                    f"corresponding output of {name} has type {_type_str(b)}, so the {what} "
-                    f"do not match.\n\nRevise {names[0]} and/or {name} so that all output "
-                    f"types match.")
-    return [all(av[k].weak_type for av in avals) for k in range(len(avals[0]))]
+def _fun_info(fun):
+    """``name at file:line``, as JAX's branch messages name a branch."""
+    where = fun_sourceinfo(fun)
+    return f"{fun_name(fun)} at {where}" if where else "<unknown>"
+
+
+def _check_branch_outputs(kind, name1, name2, fun1, fun2, traced1, traced2):
+    """JAX's errors for two branches whose outputs differ in structure or in type (weak types
+    aside: a weakly typed float32 output matches a float32 one, not a float64 one)."""
+    tree1, tree2 = traced1[2], traced2[2]
+    if tree1 != tree2:
+        raise TypeError(
+            f"{kind} branch outputs must have the same pytree structure, but they differ:"
+            f"\n\n{name1} output is {tree1} but {name2} output is {tree2}.\n\n"
+            f"Revise {name1} and/or {name2} so that they have the same pytree structure.")
+    diffs = [f"the output of {name1}{f' at path {path}' if path else ''} has type "
+             f"{core.long_type_str(a)} but the corresponding output of {name2} has type "
+             f"{core.long_type_str(b)}{_mismatch_extra(a, b)}"
+             for path, a, b in zip(_leaf_paths(tree1), traced1[0].out_avals,
+                                   traced2[0].out_avals) if not _typematch(a, b)]
+    if not diffs:
+        return
+    if len(diffs) == 1:
+        differences = f"{_capitalize(diffs[0])}.\n"
+    else:
+        differences = "\n".join(f"  * {d};" for d in diffs[:-1]) + f"\n  * {diffs[-1]}.\n"
+    raise TypeError(
+        f"{kind} branches must have equal output types but they differ.\n\n"
+        f"{name1} is {_fun_info(fun1)}\n{name2} is {_fun_info(fun2)}\n\n{differences}\n"
+        f"Revise {name1} and/or {name2} so that all output types match.")
 
 
 def switch(index, branches, *operands):
@@ -282,7 +290,7 @@ def switch(index, branches, *operands):
     index = convert_element_type(index, np.int32)
     if len(branches) > 1:
         index = clamp(np.int32(0), index, np.int32(len(branches) - 1))
-    names = [f"branch {i}" for i in range(len(branches))]
+    names = ["branch 0"] + [f"branch{i}" for i in range(1, len(branches))]  # JAX's names
     return _bind_branches(index, branches, operands, names, names, "switch")
 
 
@@ -303,13 +311,17 @@ def cond(pred, true_fun, false_fun, *operands):
 
 
 def _bind_branches(index, funs, operands, names, user_order, kind):
+    """``cond_p`` of the branches ``funs`` (in index order). As in JAX, each branch's outputs
+    must match the first's (as the user lists them) in type, weak types aside; each branch
+    keeps its own weak types, and the outputs take branch 0's (``false_fun``'s for cond)."""
     flat_ops, in_tree = tree_flatten(tuple(operands))
     avals = [core.get_aval(x) for x in flat_ops]
     traced = [_trace(f, in_tree, avals, kind) for f in funs]
-    by_name = dict(zip(names, traced))
-    weak = _join_branch_outputs([by_name[n] for n in user_order], user_order, kind)
-    if any(a.weak_type != w for t in traced for a, w in zip(t[0].out_avals, weak)):
-        traced = [_trace(_strengthen(f, weak), in_tree, avals, kind) for f in funs]
+    by_name = {n: (f, t) for n, f, t in zip(names, funs, traced)}
+    first = user_order[0]
+    for name in user_order[1:]:
+        _check_branch_outputs(kind, first, name, by_name[first][0], by_name[name][0],
+                              by_name[first][1], by_name[name][1])
     consts = [c for t in traced for c in t[1]]
     n_consts = [len(t[1]) for t in traced]
     jaxprs = []
@@ -321,19 +333,6 @@ def _bind_branches(index, funs, operands, names, user_order, kind):
         jaxprs.append(j)
     outs = cond_p.bind(index, *consts, *flat_ops, branches=tuple(jaxprs))
     return tree_unflatten(traced[0][2], outs)
-
-
-def _strengthen(fun, weak):
-    def strong(*args):
-        out = fun(*args)
-        leaves, tree = tree_flatten(out)
-        leaves = [x if w or not core.get_aval(x).weak_type
-                  else convert_element_type(x, core.get_aval(x).dtype, False)
-                  for x, w in zip(leaves, weak)]
-        return tree_unflatten(tree, leaves)
-
-    strong.__name__ = fun_name(fun)
-    return strong
 
 
 # --- Refs handed to a cond: operands and outputs of every branch ----------------------------

@@ -1,23 +1,26 @@
 """``scan`` and ``while_loop`` with their rules, and ``fori_loop`` and ``map`` written on them."""
 
+import inspect
+
 import numpy as np
 
 from remat import core, dtypes
-from remat.api_util import arg_names
 from remat.call import recompute_whole_rule
 from remat.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Primitive, Var
 from remat.exec import loops as exec_loops
 from remat.interpreters import ad, batching, discharge
 from remat.interpreters import partial_eval as pe
 from remat.lax.control_flow.common import (
+    _capitalize,
     _leaf_paths,
     _live_consts,
+    _mismatch_extra,
     _or,
     _permute,
     _run,
     _stage,
     _trace,
-    _type_str,
+    _typematch,
     _with_extra_invars,
     _zeros,
 )
@@ -377,64 +380,81 @@ def _scan_pe_custom(eqn, unknowns, policy, unsaveable):
 pe.partial_eval_jaxpr_custom_rules[scan_p] = _scan_pe_custom
 
 
-def _carry_names(fun, init_tree):
-    """Names of the carry's leaves as the user's function calls them (``c``, ``c[0]``)."""
-    dummy = tree_unflatten(init_tree, [0] * init_tree.num_leaves)
+def _carry_component(fun):
+    """How JAX's messages name the input carry's leaf at a path: after the body's first
+    parameter (``c``, ``c['b'][0]``), or by path where the body has no signature."""
     try:
-        names = arg_names(fun, (dummy,), {})
+        params = list(inspect.signature(fun).parameters)
     except (TypeError, ValueError):
-        names = []
-    if len(names) != init_tree.num_leaves:
-        names = [f"carry{p}" for p in _leaf_paths(init_tree)]
-    return names
+        params = []
+    if params:
+        return lambda path: (f"the input carry component {params[0]}{path}" if path
+                             else f"the input carry {params[0]}")
+    return lambda path: f"the input carry at path {path}" if path else "the input carry"
 
 
-def _carry_mismatch(fun, in_tree, out_tree, in_avals, out_avals, what):
-    """JAX's errors for a loop body whose carry output differs from its carry input."""
+def _check_carry_tree(what, in_tree, out_tree):
+    """JAX's error for a loop body whose carry output's structure differs from its input's."""
     if in_tree != out_tree:
         raise TypeError(f"{what} function carry input and carry output must have the same "
                         f"pytree structure, but they differ:\n\nThe input carry is {in_tree} "
                         f"but the carry output is {out_tree}.\n\nRevise the function so that "
                         f"the carry output has the same pytree structure as the carry input.")
-    problems = []
-    for name, a, b in zip(_carry_names(fun, in_tree), in_avals, out_avals):
-        what_differs = "shapes" if a.shape != b.shape else \
-            "dtypes" if a.dtype != b.dtype else None
-        if what_differs:
-            problems.append((name, a, b, what_differs))
-    if not problems:
+
+
+def _check_carry_type(what, fun, in_tree, in_avals, out_avals):
+    """JAX's error for a loop body whose carry output types differ from its input's (weak
+    types aside): every differing leaf, by path, with both types."""
+    component = _carry_component(fun)
+    diffs = [f"{component(path)} has type {core.long_type_str(a)} but the corresponding "
+             f"output carry component has type {core.long_type_str(b)}{_mismatch_extra(a, b)}"
+             for path, a, b in zip(_leaf_paths(in_tree), in_avals, out_avals)
+             if not _typematch(a, b)]
+    if not diffs:
         return
-    if len(problems) == 1:
-        name, a, b, d = problems[0]
-        detail = (f"The input carry {name} has type {_type_str(a)} but the corresponding "
-                  f"output carry component has type {_type_str(b)}, so the {d} do not match.")
-    else:
-        detail = "\n".join(f"  * the input carry component {name} has type {_type_str(a)} "
-                           f"but the corresponding output carry component has type "
-                           f"{_type_str(b)}, so the {d} do not match"
-                           for name, a, b, d in problems)
+    if len(diffs) == 1:
+        differences = f"{_capitalize(diffs[0])}.\n"
+    else:  # JAX's layout, blank lines included
+        differences = "\n".join(f"  * {d};\n" for d in diffs[:-1]) + f"  * {diffs[-1]}.\n"
     raise TypeError(f"{what} function carry input and carry output must have equal types, but "
-                    f"they differ:\n\n{detail}\n\nRevise the function so that all output "
+                    f"they differ:\n\n{differences}\nRevise the function so that all output "
                     f"types match the corresponding input types.")
 
 
-def _strong_carry(init_flat, out_avals):
-    """Carries whose input is weakly typed but whose output is not become strong."""
-    changed = False
-    new = []
-    for x, b in zip(init_flat, out_avals):
-        a = core.get_aval(x)
-        if a.weak_type and not b.weak_type:
-            x = convert_element_type(x, a.dtype, False)
-            changed = True
-        new.append(x)
-    return new, changed
+def _promote_weak_typed_carry(init_flat, in_avals, out_avals):
+    """JAX's rule for a weakly typed initial carry (a Python scalar's) whose type the body
+    changes: it becomes the promotion of itself with the output's dtype, strongly typed (weak
+    float64 ``0.0`` under x64 with a float32 output: float32). A strong carry, or a weak one
+    whose output keeps its shape and dtype, stays as it is. ``(init_flat, changed)``."""
+    promoted = [convert_element_type(x, dtypes.result_type(x, b.dtype))
+                if a.weak_type and not _typematch(a, b) else x
+                for x, a, b in zip(init_flat, in_avals, out_avals)]
+    return promoted, any(p is not x for p, x in zip(promoted, init_flat))
+
+
+def _trace_carried(trace, what, fun, init_flat, init_tree):
+    """A loop traced on its carry's types by ``trace(carry_avals) -> (traced, carry_out_tree,
+    carry_out_avals)``, as every loop form does it: once, then again on the initial carry
+    promoted where it is weakly typed and the body changes its type; then each carry output
+    must have its input's type. ``(traced, init_flat)``, the carry promoted."""
+    avals = [core.get_aval(x) for x in init_flat]
+    traced, out_tree, out_avals = trace(avals)
+    _check_carry_tree(what, init_tree, out_tree)
+    init_flat, changed = _promote_weak_typed_carry(init_flat, avals, out_avals)
+    if changed:
+        avals = [core.get_aval(x) for x in init_flat]
+        traced, out_tree, out_avals = trace(avals)
+        _check_carry_tree(what, init_tree, out_tree)
+    _check_carry_type(what, fun, init_tree, avals, out_avals)
+    return traced, init_flat
 
 
 def trace_scan_body(f, init_flat, init_tree, xs_flat, xs_tree):
-    """A scan's body traced on the carry's and one x's types (again once if the body makes a
-    weakly typed carry strong): ``(jaxpr, consts, carry_out_tree, y_tree, init_flat)``."""
+    """A scan's body traced on the carry's and one x's types (see ``_trace_carried``):
+    ``(jaxpr, consts, carry_out_tree, y_tree, init_flat)``."""
     x_avals = [core.get_aval(x).update(shape=core.get_aval(x).shape[1:]) for x in xs_flat]
+    in_tree = tree_structure((tree_unflatten(init_tree, init_flat),
+                              tree_unflatten(xs_tree, xs_flat)))
 
     def body(carry, x):
         out = f(carry, x)
@@ -442,19 +462,14 @@ def trace_scan_body(f, init_flat, init_tree, xs_flat, xs_tree):
             raise TypeError(f"scan body output must be a pair (carry, y), got {out!r}")
         return out
 
-    for _ in range(2):
-        carry_avals = [core.get_aval(x) for x in init_flat]
-        in_tree = tree_structure((tree_unflatten(init_tree, init_flat),
-                                  tree_unflatten(xs_tree, xs_flat)))
+    def trace(carry_avals):
         jaxpr, consts, out_tree = _trace(body, in_tree, carry_avals + x_avals, "scan")
         carry_out_tree, y_tree = out_tree.children()
-        n_carry = len(init_flat)
-        _carry_mismatch(f, init_tree, carry_out_tree, carry_avals,
-                        jaxpr.out_avals[:n_carry], "scan body")
-        init_flat, changed = _strong_carry(init_flat, jaxpr.out_avals[:n_carry])
-        if not changed:
-            break
-    return jaxpr, consts, carry_out_tree, y_tree, init_flat
+        return ((jaxpr, consts, carry_out_tree, y_tree), carry_out_tree,
+                jaxpr.out_avals[:len(carry_avals)])
+
+    traced, init_flat = _trace_carried(trace, "scan body", f, init_flat, init_tree)
+    return (*traced, init_flat)
 
 
 def scan_length(xs_flat, length):
@@ -722,24 +737,24 @@ def while_loop(cond_fun, body_fun, init_val, *, max_steps=None, checkpoints=None
 
 
 def trace_while(cond_fun, body_fun, init_flat, init_tree):
-    """The cond and body of a while loop traced on its carry's types (again once if the body
-    makes a weakly typed carry strong): ``(cond_jaxpr, cond_consts, body_jaxpr, body_consts,
-    body_tree, init_flat)``."""
-    for _ in range(2):
-        avals = [core.get_aval(x) for x in init_flat]
-        in_tree = tree_structure((tree_unflatten(init_tree, init_flat),))
+    """The cond and body of a while loop traced on its carry's types (see
+    ``_trace_carried``): ``(cond_jaxpr, cond_consts, body_jaxpr, body_consts, body_tree,
+    init_flat)``."""
+    in_tree = tree_structure((tree_unflatten(init_tree, init_flat),))
+
+    def trace(avals):
         cond_j, cond_consts, _ = _trace(cond_fun, in_tree, avals, "while_loop cond")
         out = cond_j.out_avals
         if len(out) != 1 or out[0].shape != () or out[0].dtype != np.bool_:
             raise TypeError(f"cond_fun must return a boolean scalar, but got output type(s) "
                             f"{[a.str_short() for a in out]}.")
         body_j, body_consts, body_tree = _trace(body_fun, in_tree, avals, "while_loop body")
-        _carry_mismatch(body_fun, init_tree, body_tree, avals, body_j.out_avals,
-                        "while_loop body")
-        init_flat, changed = _strong_carry(init_flat, body_j.out_avals)
-        if not changed:
-            break
-    return cond_j, cond_consts, body_j, body_consts, body_tree, init_flat
+        return (cond_j, cond_consts, body_j, body_consts, body_tree), body_tree, \
+            body_j.out_avals
+
+    traced, init_flat = _trace_carried(trace, "while_loop body", body_fun, init_flat,
+                                       init_tree)
+    return (*traced, init_flat)
 
 
 def fori_loop(lower, upper, body_fun, init_val, unroll=None):
@@ -752,9 +767,10 @@ def fori_loop(lower, upper, body_fun, init_val, unroll=None):
         hi = int(core.concrete_or_error(upper))
     except core.ConcretizationTypeError:
         lo = hi = None
+    # the carries are named ``loop_carry`` as JAX's are, for the carry type errors
     if lo is not None:
-        def scan_body(carry, _):
-            i, x = carry
+        def scan_body(loop_carry, _):
+            i, x = loop_carry
             return (add(i, convert_element_type(1, dtype)), body_fun(i, x)), None
 
         start = convert_element_type(lo, dtype)
@@ -762,12 +778,12 @@ def fori_loop(lower, upper, body_fun, init_val, unroll=None):
                               unroll=unroll or 1)
         return result
 
-    def while_cond(carry):
-        i, hi_, _ = carry
+    def while_cond(loop_carry):
+        i, hi_, _ = loop_carry
         return lt(i, hi_)
 
-    def while_body(carry):
-        i, hi_, x = carry
+    def while_body(loop_carry):
+        i, hi_, x = loop_carry
         return add(i, convert_element_type(1, dtype)), hi_, body_fun(i, x)
 
     lower = convert_element_type(lower, dtype)
