@@ -2,10 +2,14 @@
 
 A call of a decorated function binds a call primitive carrying the function's traced jaxpr
 (traced once per signature; closed-over values become leading operands) and the user's rule
-as a flat Python callable. Eager evaluation runs the jaxpr; the JVP trace runs the rule; vmap
+as a flat Python callable. Evaluating the call runs the jaxpr; the JVP trace runs the rule; vmap
 batches both; staging keeps the call in the jaxpr so later transformations still use the rule.
 For ``custom_vjp`` the JVP emits ``custom_lin``, a linear primitive whose transpose is the
 user's ``bwd``.
+
+Where no trace needs the function's jaxpr (eager evaluation, and eager ``jvp``/``grad``/``vjp``
+on concrete values), the call is not traced at all, as JAX's: the function runs on arrays, or
+the rule on the JVP trace's primals and tangents, so Python control flow on values works.
 """
 
 import functools
@@ -132,26 +136,83 @@ class _CustomDerivative:
         self.nondiff_argnums = tuple(nondiff_argnums)
         self._cache = TraceCache()
 
-    def _runs_eagerly(self, args):
-        """Called outside every transformation on concrete values, the function just runs
-        (as JAX's), so Python control flow on its values works."""
-        return core.current_trace() is core.eval_trace and not any(
-            isinstance(x, core.Tracer) for x in tree_flatten(args)[0])
-
-    def _prepare(self, args, kwargs, rule):
-        """``(nondiff, diff, flat_args, in_tree, traced)`` for a call with ``args``."""
+    def _check_call(self, kwargs, rule):
         if kwargs:
             raise TypeError(f"{self.kind} function {fun_name(self.fun)} does not accept "
                             f"keyword arguments; pass them positionally")
         if rule is None:
             raise AttributeError(f"No {self.rule_name} defined for {self.kind} function "
                                  f"{fun_name(self.fun)} using def{self.rule_name.lower()}.")
-        nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
-        flat_args, in_tree = tree_flatten(diff)
+
+    def _run_fun(self, nondiff, in_tree, out_tree, flat_args):
+        """The function itself on concrete values, handed arrays as JAX hands them."""
+        diff = tree_unflatten(in_tree, [_as_argument(x) for x in flat_args])
+        out = self.fun(*_merge_nondiff(nondiff, diff, self.nondiff_argnums))
+        flat, out_tree["tree"] = tree_flatten(out)
+        return flat
+
+    def _trace(self, nondiff, flat_args, in_tree):
+        """The function's jaxpr at the avals of ``flat_args`` (cached per signature)."""
         fun = lambda *d: self.fun(*_merge_nondiff(nondiff, d, self.nondiff_argnums))
         key = tuple(static_key(n) for n in nondiff)
-        traced = _trace_call(self._cache, fun, key, flat_args, in_tree, fun_name(self.fun))
-        return nondiff, diff, flat_args, in_tree, traced
+        return _trace_call(self._cache, fun, key, flat_args, in_tree, fun_name(self.fun))
+
+
+def _as_argument(x):
+    """A Python scalar or NumPy value as the Array JAX would hand a custom function (weakly
+    typed for a Python scalar); anything else as it is."""
+    if type(x) in (bool, int, float, complex) or isinstance(x, (np.ndarray, np.generic)):
+        aval = core.get_aval(x)
+        return core.make_array(np.array(x, dtype=aval.dtype), aval)
+    return x
+
+
+def _has_tracer(tree):
+    return any(isinstance(x, core.Tracer) for x in tree_flatten(tree)[0])
+
+
+def _expect_out_tree(out_tree, tree, message):
+    """The first output structure seen is the function's (the traced one, or the rule's where
+    nothing was traced); every later one must match it."""
+    expected = out_tree.setdefault("tree", tree)
+    if tree != expected:
+        raise TypeError(message(expected))
+
+
+def _call_without_jaxpr(flat_args, run_fun, run_rule):
+    """The call's flat outputs where no trace needs the function's jaxpr, as JAX's
+    ``process_custom_jvp_call``/``process_custom_vjp_call`` give them; None where one does
+    (staging, vmap, a value linearize does not know): then the caller traces and binds.
+
+    Eagerly the function runs (``run_fun``) on concrete values. A JVP trace with a perturbed
+    input runs the rule (``run_rule(primals, tangents)``, None when it cannot) under its
+    parent; one without passes the primals to its parent, as vmap passes unbatched values
+    (``jacfwd`` batches only the tangents) and linearize's partial evaluation known ones."""
+    trace = core.current_trace()
+    while True:
+        if trace is core.eval_trace:
+            if any(isinstance(x, core.Tracer) for x in flat_args):
+                return None
+            with core.set_current_trace(trace):
+                return run_fun(flat_args)
+        if isinstance(trace, ad.JVPTrace):
+            primals, tangents = core.unzip2(trace.to_primal_tangent(x) for x in flat_args)
+            if any(type(t) is not ad.Zero for t in tangents):
+                with core.set_current_trace(trace.parent):
+                    result = run_rule([_as_argument(p) for p in primals], tangents)
+                if result is None:
+                    return None
+                return [trace.make_tracer(p, t) for p, t in zip(*result)]
+            flat_args = primals
+        elif type(trace) is batching.BatchTrace and trace.axis_name is None:
+            vals, dims = core.unzip2(trace.to_val_dim(x) for x in flat_args)
+            if any(d is not batching.not_mapped for d in dims):
+                return None
+            flat_args = vals
+        elif type(trace) is not pe.PartialEvalTrace or any(
+                pe.is_unknown(trace, x) for x in flat_args):
+            return None
+        trace = trace.parent
 
 
 def _call_impl(*args, call_jaxpr, num_consts, **_):
@@ -271,10 +332,11 @@ class custom_jvp(_CustomDerivative):
         self.defjvp(jvp)
 
     def __call__(self, *args, **kwargs):
-        if self._runs_eagerly((args, kwargs)) and self.jvp is not None and not kwargs:
-            return self.fun(*args)
-        nondiff, _, flat_args, in_tree, traced = self._prepare(args, kwargs, self.jvp)
-        out_tree = traced.out_tree
+        self._check_call(kwargs, self.jvp)
+        nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
+        flat_args, in_tree = tree_flatten(diff)
+        out_tree = {}  # the output structure: the traced function's, or else the rule's
+        name = fun_name(self.fun)
 
         def jvp_flat(primals, tangents):
             p = tree_unflatten(in_tree, primals)
@@ -283,22 +345,32 @@ class custom_jvp(_CustomDerivative):
             flat_out, tree = tree_flatten(out)
             flat_t, t_tree = tree_flatten(t_out, is_leaf=lambda x: isinstance(x, SymbolicZero))
             flat_t = [_from_symbolic(ot, core.get_aval(o)) for ot, o in zip(flat_t, flat_out)]
-            if tree != out_tree or t_tree != out_tree:
-                raise TypeError(f"Custom JVP rule for {fun_name(self.fun)} must produce primal "
-                                f"and tangent outputs with the structure of the function's "
-                                f"output {out_tree}; got {tree} and {t_tree}.")
+            for got in (tree, t_tree):
+                _expect_out_tree(out_tree, got, lambda expected: (
+                    f"Custom JVP rule for {name} must produce primal and tangent outputs with "
+                    f"the structure of the function's output {expected}; got {tree} and "
+                    f"{t_tree}."))
             for o, ot in zip(flat_out, flat_t):
                 if type(ot) is not ad.Zero and core.get_aval(o).shape != core.get_aval(ot).shape:
-                    raise ValueError(f"Custom JVP rule for {fun_name(self.fun)} returned a "
-                                     f"tangent of shape {core.get_aval(ot).shape} for a primal "
-                                     f"output of shape {core.get_aval(o).shape}.")
+                    raise ValueError(f"Custom JVP rule for {name} returned a tangent of shape "
+                                     f"{core.get_aval(ot).shape} for a primal output of shape "
+                                     f"{core.get_aval(o).shape}.")
             return flat_out, flat_t
 
         jvp_flat.__name__ = getattr(self.jvp, "__name__", "jvp")
         jvp_flat.symbolic_zeros = self.symbolic_zeros
+        if not _has_tracer(nondiff):
+            outs = _call_without_jaxpr(
+                flat_args, functools.partial(self._run_fun, nondiff, in_tree, out_tree),
+                lambda primals, tangents: _custom_jvp_call_jvp(primals, tangents, None,
+                                                               jvp_flat, 0))
+            if outs is not None:
+                return tree_unflatten(out_tree["tree"], outs)
+        traced = self._trace(nondiff, flat_args, in_tree)
+        out_tree["tree"] = traced.out_tree
         outs = custom_jvp_call_p.bind(*traced.consts, *flat_args, call_jaxpr=traced.jaxpr,
                                       jvp_jaxpr_fun=jvp_flat, num_consts=len(traced.consts))
-        return tree_unflatten(out_tree, outs)
+        return tree_unflatten(out_tree["tree"], outs)
 
 
 # --- custom_vjp ------------------------------------------------------------------------------
@@ -458,10 +530,10 @@ class custom_vjp(_CustomDerivative):
         self.symbolic_zeros, self.optimize_remat = symbolic_zeros, optimize_remat
 
     def __call__(self, *args, **kwargs):
-        if self._runs_eagerly((args, kwargs)) and self.fwd is not None and not kwargs:
-            return self.fun(*args)
-        nondiff, diff, flat_args, in_tree, traced = self._prepare(args, kwargs, self.fwd)
-        out_tree = traced.out_tree
+        self._check_call(kwargs, self.fwd)
+        nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
+        flat_args, in_tree = tree_flatten(diff)
+        out_tree = {}  # the output structure: the traced function's, or else fwd's
         name = fun_name(self.fun)
         res_tree = {}
 
@@ -477,10 +549,10 @@ class custom_vjp(_CustomDerivative):
                                 f"length two) representing primal outputs and residuals.")
             out, res = result
             flat_out, tree = tree_flatten(out)
-            if tree != out_tree:
-                raise TypeError(f"Custom VJP fwd rule must produce an output with the same "
-                                f"container (pytree) structure as the args tuple of the primal "
-                                f"function; expected {out_tree}, got {tree}.")
+            _expect_out_tree(out_tree, tree, lambda expected: (
+                f"Custom VJP fwd rule must produce an output with the same container (pytree) "
+                f"structure as the args tuple of the primal function; expected {expected}, got "
+                f"{tree}."))
             flat_res, res_tree["tree"] = tree_flatten(res)
             # Python scalars among the residuals reach bwd as they are (as JAX hands them
             # back), not as arrays: a rule may branch on a bool it saved
@@ -494,7 +566,7 @@ class custom_vjp(_CustomDerivative):
             flat_res = [python[i] if i in python else next(res)
                         for i in range(res_tree["tree"].num_leaves)]
             r = tree_unflatten(res_tree["tree"], flat_res)
-            ct = tree_unflatten(out_tree, cts)
+            ct = tree_unflatten(out_tree["tree"], cts)
             cts_in = self.bwd(*nondiff, r, ct) if nondiff else self.bwd(r, ct)
             if not isinstance(cts_in, (tuple, list)):
                 raise TypeError(f"Custom VJP bwd rule must produce a tuple, got "
@@ -522,10 +594,24 @@ class custom_vjp(_CustomDerivative):
         bwd_flat.__name__ = getattr(self.bwd, "__name__", "bwd")
         fwd_flat.optimize_remat = self.optimize_remat
         bwd_flat.symbolic_zeros = self.symbolic_zeros
+
+        def run_rule(primals, tangents):  # (optimize_remat splits fwd beside the jaxpr)
+            if not self.optimize_remat:
+                return _custom_vjp_call_jvp(primals, tangents, None, fwd_flat, bwd_flat, 0)
+            return None
+
+        if not _has_tracer(nondiff):
+            outs = _call_without_jaxpr(
+                flat_args, functools.partial(self._run_fun, nondiff, in_tree, out_tree),
+                run_rule)
+            if outs is not None:
+                return tree_unflatten(out_tree["tree"], outs)
+        traced = self._trace(nondiff, flat_args, in_tree)
+        out_tree["tree"] = traced.out_tree
         outs = custom_vjp_call_p.bind(*traced.consts, *flat_args, call_jaxpr=traced.jaxpr,
                                       fwd=fwd_flat, bwd=bwd_flat,
                                       num_consts=len(traced.consts))
-        return tree_unflatten(out_tree, outs)
+        return tree_unflatten(out_tree["tree"], outs)
 
 
 # --- optimize_remat: the primal output from the function itself when fwd's residuals die ----

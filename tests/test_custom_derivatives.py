@@ -146,3 +146,238 @@ def test_python_scalar_residuals_reach_bwd_as_python_scalars():
         assert fn(1.0) == 4.5
     np.testing.assert_array_equal(remat.vmap(remat.grad(f))(np.ones(2, np.float32)), [4.5, 4.5])
     assert set(seen) == {(bool, True, True)}
+
+
+# --- eager differentiation runs the rules on concrete values (as JAX's) -----------------------
+
+
+@remat.custom_jvp
+def _sin_if_positive(x):
+    return jnp.sin(x) if x > 0 else x
+
+
+_sin_if_positive.defjvp(lambda p, t: (_sin_if_positive(p[0]), jnp.cos(p[0]) * t[0]))
+
+
+@remat.custom_vjp
+def _sin_if_positive_vjp(x):
+    return jnp.sin(x) if x > 0 else x
+
+
+def _sin_if_positive_fwd(x):
+    positive = x > 0
+    return (jnp.sin(x) if positive else x), (jnp.cos(x) if positive else jnp.ones_like(x))
+
+
+_sin_if_positive_vjp.defvjp(_sin_if_positive_fwd, lambda slope, g: (slope * g,))
+
+
+def test_custom_jvp_with_python_control_flow_under_eager_jvp_and_grad():
+    """The tutorial's pattern: outside jit the rule (and the function) see concrete values.
+    The values are JAX's."""
+    f = _sin_if_positive
+    np.testing.assert_allclose(remat.grad(f)(1.0), 0.5403023, rtol=1e-6)
+    np.testing.assert_allclose(remat.grad(f)(-1.0), 0.5403023, rtol=1e-6)
+    primal, tangent = remat.jvp(f, (1.0,), (2.0,))
+    np.testing.assert_allclose([primal, tangent], [0.84147096, 1.0806046], rtol=1e-6)
+    np.testing.assert_allclose(remat.vjp(f, 1.0)[1](1.0), [0.5403023], rtol=1e-6)
+    np.testing.assert_allclose(remat.linearize(f, 1.0)[1](3.0), 1.6209068, rtol=1e-6)
+    np.testing.assert_allclose(remat.grad(remat.grad(f))(1.0), -0.84147096, rtol=1e-6)
+    np.testing.assert_allclose(remat.jacfwd(f)(1.0), 0.5403023, rtol=1e-6)
+    np.testing.assert_allclose(remat.hessian(f)(1.0), -0.84147096, rtol=1e-6)
+    inner = lambda x: remat.jvp(f, (x,), (1.0,))[1]
+    np.testing.assert_allclose(remat.jvp(inner, (1.0,), (1.0,)), [0.5403023, -0.84147096],
+                               rtol=1e-6)
+    np.testing.assert_allclose(remat.grad(lambda x: x * f(2.0))(1.0), 0.9092974, rtol=1e-6)
+
+
+def test_custom_vjp_with_python_control_flow_under_eager_grad_and_vjp():
+    f = _sin_if_positive_vjp
+    np.testing.assert_allclose(remat.grad(f)(1.0), 0.5403023, rtol=1e-6)
+    assert remat.grad(f)(-1.0) == 1.0
+    np.testing.assert_allclose(remat.vjp(f, 1.0)[1](2.0), [1.0806046], rtol=1e-6)
+    np.testing.assert_allclose(remat.grad(remat.grad(f))(1.0), -0.84147096, rtol=1e-6)
+    np.testing.assert_allclose(remat.jacrev(f)(1.0), 0.5403023, rtol=1e-6)
+
+
+@pytest.mark.parametrize("fun", [_sin_if_positive, _sin_if_positive_vjp])
+def test_python_control_flow_in_custom_rules_still_raises_under_jit_and_vmap(fun):
+    from remat.errors import TracerBoolConversionError
+
+    cases = [(remat.jit(fun), f32(1.0)), (remat.jit(remat.grad(fun)), f32(1.0)),
+             (remat.vmap(remat.grad(fun)), np.ones(2, f32))]
+    for transformed, x in cases:
+        with pytest.raises(TracerBoolConversionError):
+            transformed(x)
+
+
+def test_custom_functions_are_handed_arrays():
+    """A Python scalar reaches the function, and the rules, as a weakly typed Array; a NumPy
+    value as an Array of its canonical dtype (equinox's ``nextafter`` reads ``x.dtype``)."""
+    seen = []
+
+    @remat.custom_jvp
+    def g(x):
+        seen.append((type(x).__name__, x.dtype, x.aval.weak_type))
+        return jnp.where(x == 0, jnp.finfo(x.dtype).tiny, x)
+
+    g.defjvp(lambda p, t: (g(*p), t[0]))
+    out = g(0.001)
+    np.testing.assert_allclose(out, 0.001)
+    assert out.dtype == np.float32
+    assert g(np.float64(2.0)).dtype == np.float32
+    with pytest.raises(ValueError):  # jnp.finfo of int32, as in JAX
+        g(3)
+    assert remat.grad(g)(0.001) == 1.0
+    np.testing.assert_array_equal(remat.vmap(g)(jnp.ones(2)), [1.0, 1.0])
+    assert seen[:4] == [("Array", np.float32, True), ("Array", np.float32, False),
+                        ("Array", np.int32, True), ("Array", np.float32, True)]
+
+
+def test_custom_vjp_function_fwd_and_bwd_are_handed_arrays():
+    seen = []
+
+    @remat.custom_vjp
+    def k(x):
+        seen.append(("fun", type(x).__name__, x.dtype, x.aval.weak_type))
+        return x * 2
+
+    def k_fwd(x):
+        seen.append(("fwd", type(x).__name__, x.dtype, x.aval.weak_type))
+        return x * 2, x
+
+    def k_bwd(r, g):
+        seen.append(("bwd", type(r).__name__, r.dtype, type(g).__name__, g.dtype))
+        return (2 * g,)
+
+    k.defvjp(k_fwd, k_bwd)
+    assert k(1.0) == 2.0
+    assert remat.grad(k)(1.0) == 2.0
+    np.testing.assert_array_equal(remat.vmap(remat.grad(k))(jnp.ones(2)), [2.0, 2.0])
+    assert seen[:3] == [("fun", "Array", np.float32, True), ("fwd", "Array", np.float32, True),
+                        ("bwd", "Array", np.float32, "Array", np.float32)]
+
+
+def test_nested_custom_jvp_rules_on_concrete_values():
+    @remat.custom_jvp
+    def outer(x):
+        return _sin_if_positive(x) * 2
+
+    @outer.defjvp
+    def _outer_jvp(p, t):
+        _, inner_t = remat.jvp(_sin_if_positive, p, t)
+        return outer(p[0]), inner_t * 2 + t[0]
+
+    np.testing.assert_allclose(remat.grad(outer)(1.0), 2.0806046, rtol=1e-6)
+    np.testing.assert_allclose(remat.grad(remat.grad(outer))(1.0), -1.6829419, rtol=1e-6)
+
+
+# --- a custom_jvp rule's equations under a checkpoint's policy (JAX's api_test RematTest) -----
+
+
+def _count_sin_cos(f):
+    text = str(remat.make_jaxpr(remat.linearize(f, 4.0)[1])(1.0))
+    return text.count(" sin "), text.count(" cos ")
+
+
+def _save_prim(name):
+    return lambda prim, *_, **__: str(prim) == name
+
+
+def _funky_sin(compute):
+    """A custom_jvp sin whose rule computes sin and cos through ``compute``."""
+
+    @remat.custom_jvp
+    def sin(x):
+        return jnp.sin(x)
+
+    def sin_jvp(primals, tangents):
+        (x,), (xdot,) = primals, tangents
+        y, c = compute(x)
+        return y, c * xdot
+
+    sin.defjvp(sin_jvp)
+    return sin
+
+
+def _cond_apply(f, x):
+    return remat.lax.cond(x.sum() > -jnp.inf, f, lambda x: x, x)
+
+
+def _cond_apply_true(f, x):
+    return remat.lax.cond(True, f, lambda x: x, x)
+
+
+def _scan_apply(f, x):
+    y, _ = remat.lax.scan(lambda x, _: (f(x), None), x, None, length=1)
+    return y
+
+
+def _check_funky(apply, sin, expected):
+    """``expected``: policy -> JAX's (count of ' sin ', count of ' cos ') in the linearized
+    jaxpr; 'nested' is ``apply`` twice under nothing_saveable."""
+    from functools import partial
+
+    from remat.test_util import check_grads
+
+    policies = {"save_cos": _save_prim("cos"), "save_sin": _save_prim("sin"),
+                "everything": remat.checkpoint_policies.everything_saveable,
+                "nothing": remat.checkpoint_policies.nothing_saveable}
+    got = {}
+    for name, policy in policies.items():
+        f = remat.checkpoint(partial(apply, sin), policy=policy)
+        check_grads(f, (3.0,), order=2, modes=["rev"])
+        got[name] = _count_sin_cos(f)
+    twice = remat.checkpoint(lambda x: apply(sin, apply(sin, x)),
+                             policy=remat.checkpoint_policies.nothing_saveable)
+    check_grads(twice, (3.0,), order=2, modes=["rev"])
+    got["nested"] = _count_sin_cos(twice)
+    assert got == expected
+
+
+def test_remat_of_cond_funky_custom_jvp():
+    sin = _funky_sin(lambda x: remat.jit(lambda: (jnp.sin(x), jnp.cos(x)))())
+    _check_funky(_cond_apply, sin, {"save_cos": (0, 0), "save_sin": (0, 1),
+                                    "everything": (0, 0), "nothing": (0, 1),
+                                    "nested": (1, 2)})
+
+
+def test_remat_of_cond_funky_custom_jvp2():
+    sin = _funky_sin(lambda x: _cond_apply_true(lambda xs: (jnp.sin(xs[0]), jnp.cos(xs[1])),
+                                                (x, x)))
+    _check_funky(_cond_apply_true, sin, {"save_cos": (0, 0), "save_sin": (0, 1),
+                                         "everything": (0, 0), "nothing": (0, 1),
+                                         "nested": (1, 2)})
+
+
+def test_remat_of_scan_funky_custom_jvp():
+    sin = _funky_sin(lambda x: remat.jit(lambda: (jnp.sin(x), jnp.cos(x)))())
+    _check_funky(_scan_apply, sin, {"save_cos": (0, 0), "save_sin": (0, 1),
+                                    "everything": (0, 0), "nothing": (1, 1),
+                                    "nested": (2, 2)})
+
+
+def test_remat_of_scan_funky_custom_jvp2():
+    sin = _funky_sin(lambda x: _scan_apply(lambda xs: (jnp.sin(xs[0]), jnp.cos(xs[1])),
+                                           (x, x)))
+    _check_funky(_scan_apply, sin, {"save_cos": (1, 0), "save_sin": (0, 1),
+                                    "everything": (0, 0), "nothing": (1, 1),
+                                    "nested": (2, 2)})
+
+
+def test_known_custom_remat_derivative_inside_a_checkpoint():
+    """A custom_remat's JVP that depends on nothing being differentiated is split by the
+    policy like any known call (the split reaches known calls now), not taken for a tangent."""
+    from remat.custom_remat_rules import custom_remat
+
+    sin = custom_remat(jnp.sin, lambda _, x: (jnp.sin(x), jnp.cos(x)),
+                       lambda cos_x, x: (jnp.sin(x), cos_x), lambda cos_x, g: (cos_x * g,))
+
+    def f(x):
+        return jnp.sin(x) * remat.jvp(sin, (f32(0.7),), (f32(1.0),))[1]
+
+    for policy in (remat.checkpoint_policies.nothing_saveable,
+                   remat.checkpoint_policies.everything_saveable,
+                   remat.checkpoint_policies.save_only_these_names("cos")):
+        got = remat.grad(remat.checkpoint(f, policy=policy))(f32(0.3))
+        np.testing.assert_allclose(got, np.cos(0.3) * np.cos(0.7), rtol=1e-6)

@@ -264,8 +264,9 @@ def _jvp_pe_custom(eqn, unknowns, policy, unsaveable):
     n_in = len(call_jaxpr.in_avals)
     primals_uk, tangents_uk = unknowns[:n_in], unknowns[n_in:]
     consts_perturbed = any(tangents_uk[:num_consts])
-    if any(primals_uk) or consts_perturbed:
-        # higher order, or a closed-over value being differentiated: differentiate f itself
+    if any(primals_uk) or consts_perturbed or not any(tangents_uk):
+        # higher order, a closed-over value being differentiated, or nothing unknown (a known
+        # derivative, split like any call): differentiate f itself
         return _jit_pe_custom(_jvp_as_jit(eqn), unknowns, policy, unsaveable)
     arg_vars = eqn.invars[num_consts:n_in]
     tangent_vars = eqn.invars[n_in + num_consts:]

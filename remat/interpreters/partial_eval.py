@@ -418,6 +418,29 @@ def _unsaveable_by_name(jaxpr, policy):
     return refused
 
 
+def _known_decision(policy, eqn, unsaveable, inst):
+    """Whether the outputs of ``eqn``, whose inputs are all known, are saved (``True`` or an
+    ``Offloadable``) or recomputed on the backward pass (``False``)."""
+    # an effect runs once, on the forward pass; a replayable one (debug.print) whose operands
+    # the backward pass has at hand runs again there, as JAX's does
+    replayable = getattr(eqn.primitive, "remat_replayable", False)
+    decision = _policy_decision(policy, eqn, unsaveable) or (has_effects(eqn) and not replayable)
+    if replayable and decision and all(type(v) is not Var or v in inst for v in eqn.invars):
+        decision = False
+    if getattr(eqn.primitive, "remat_run_once", False):
+        decision = True  # a write to a mutable array: once, on the forward pass
+    return decision
+
+
+def _split_inside(eqn, decision, unsaveable):
+    """A known call, cond or loop that the policy would recompute whole is split by its rule
+    instead, as JAX's are always: the policy then reaches the equations inside it, so a value
+    it saves there (a ``cos`` a custom JVP rule computes under ``jit``) is saved, not
+    recomputed. One whose outputs are refused by name stays whole."""
+    return (not decision and not has_effects(eqn)
+            and not any(v in unsaveable for v in eqn.outvars))
+
+
 class CustomSplit(NamedTuple):
     known: Jaxpr  # known inputs -> known outputs + residuals
     staged: Jaxpr  # residuals + unknown inputs -> staged outputs
@@ -433,7 +456,8 @@ def partial_eval_jaxpr_custom(jaxpr, in_unknowns, policy, stage_known_outputs=Fa
 
     Known equations go to the known jaxpr. A known value may be saved for the backward pass
     only if the policy allows it; otherwise its equation is also copied into the staged jaxpr
-    and recomputed there. Unknown equations are staged. Returns ``(known, staged,
+    and recomputed there (a call, cond or loop is split by its rule instead, so the policy
+    decides for the equations inside it). Unknown equations are staged. Returns ``(known, staged,
     out_unknowns, residuals, offloaded)``: ``known`` maps the known inputs to the known outputs
     followed by the residuals; ``staged`` maps the residuals followed by the unknown inputs to
     the unknown outputs (with ``stage_known_outputs``, also the known outputs it recomputes
@@ -472,7 +496,8 @@ def partial_eval_jaxpr_custom(jaxpr, in_unknowns, policy, stage_known_outputs=Fa
     for eqn in jaxpr.eqns:
         uks = [type(v) is Var and v in unknown for v in eqn.invars]
         rule = partial_eval_jaxpr_custom_rules.get(eqn.primitive)
-        if any(uks) and rule is not None:
+        decision = None if any(uks) else _known_decision(policy, eqn, unsaveable, inst)
+        if rule is not None and (decision is None or _split_inside(eqn, decision, unsaveable)):
             handed = eqn if prepare_custom_eqn is None else prepare_custom_eqn(eqn)
             eqn_known, eqn_staged, out_uk, out_inst, res = rule(handed, uks, policy,
                                                                 unsaveable)
@@ -492,7 +517,7 @@ def partial_eval_jaxpr_custom(jaxpr, in_unknowns, policy, stage_known_outputs=Fa
                     unknown.add(v)
                 if i:
                     inst.add(v)
-        elif any(uks):
+        elif decision is None:
             for v in eqn.invars:
                 need(v)
             staged_eqns.append(eqn)
@@ -500,16 +525,6 @@ def partial_eval_jaxpr_custom(jaxpr, in_unknowns, policy, stage_known_outputs=Fa
             inst.update(eqn.outvars)
         else:
             known_eqns.append(eqn)
-            # an effect runs once, on the forward pass; a replayable one (debug.print) whose
-            # operands the backward pass has at hand runs again there, as JAX's does
-            replayable = getattr(eqn.primitive, "remat_replayable", False)
-            decision = (_policy_decision(policy, eqn, unsaveable)
-                        or (has_effects(eqn) and not replayable))
-            if replayable and decision and all(type(v) is not Var or v in inst
-                                               for v in eqn.invars):
-                decision = False
-            if getattr(eqn.primitive, "remat_run_once", False):
-                decision = True  # a write to a mutable array: once, on the forward pass
             if not decision:
                 staged_eqns.append(eqn)  # recomputed on the backward pass
                 for v in eqn.invars:
