@@ -14,7 +14,7 @@ import pytest
 import remat
 import remat.numpy as rnp
 from remat import lax as rlax
-from remat import memory
+from remat.runtime import memory  # where the allocation limit is read
 from remat.config import Config, config
 from remat.errors import OutOfMemoryError
 
