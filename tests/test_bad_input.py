@@ -14,9 +14,9 @@ import pytest
 import remat
 import remat.numpy as rnp
 from remat import lax as rlax
-from remat.runtime import memory  # where the allocation limit is read
 from remat.config import Config, config
 from remat.errors import OutOfMemoryError
+from remat.runtime import memory  # where the allocation limit is read
 
 remat_api = (remat, rnp, rlax)
 
