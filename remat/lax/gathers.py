@@ -3,7 +3,7 @@ mode) and batching; ``lax.gather`` and ``lax.index_take``."""
 
 import numpy as np
 
-from remat import core, lax
+from remat import core, dtypes, lax
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
 from remat.lax.gather_scatter_common import (
@@ -257,7 +257,7 @@ def index_take(src, idxs, axes):
     for i, ax in zip(idxs, axes):
         size = lax.full_like(i, shape[ax])
         wrapped = lax.rem(i, size)
-        if core.get_aval(i).dtype.kind == "i":  # a floor modulus, as Python's %
+        if dtypes.kind(core.get_aval(i).dtype) == "i":  # a floor modulus, as Python's %
             wrapped = lax.select(lax.lt(wrapped, lax.full_like(wrapped, 0)),
                                  lax.add(wrapped, size), wrapped)
         columns.append(lax.expand_dims(wrapped, (1,)))

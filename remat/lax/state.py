@@ -271,7 +271,7 @@ def _clamped(i, dim):
     """A dynamic scalar index counted from the end when negative, clamped into the axis."""
     dtype = core.get_aval(i).dtype
     i = lax.convert_element_type(i, dtype)
-    if dtype.kind == "i":
+    if dtypes.kind(dtype) == "i":
         i = lax.select(lax.lt(i, lax.full((), 0, dtype)), lax.add(i, lax.full((), dim, dtype)),
                        i)
     return lax.clamp(lax.full((), 0, dtype), i, lax.full((), max(dim - 1, 0), dtype))
