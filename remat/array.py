@@ -109,7 +109,7 @@ class Array(metaclass=_ArrayMeta):
         return complex(self._buf)
 
     def __index__(self):
-        if not np.issubdtype(self._buf.dtype, np.integer):
+        if not dtypes.issubdtype(self._buf.dtype, np.integer):
             raise TypeError(f"only integer arrays can be used as an index, got {self.dtype}")
         return int(self._buf)
 

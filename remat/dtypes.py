@@ -4,8 +4,11 @@ bfloat16, the float8/float6/float4 formats and the 2- and 4-bit integers come fr
 ``ml_dtypes`` (as in JAX). NumPy files them under kind ``'V'``, so code that asks what kind
 of number a dtype holds asks ``kind(dtype)`` here (``'f'``, ``'i'``, ``'u'`` for them), and
 ``issubdtype`` puts them under ``np.floating`` / ``np.signedinteger`` /
-``np.unsignedinteger`` as JAX does. The sub-byte integers and the 8-bit and smaller floats
-promote with nothing but Python scalars (``TypePromotionError``, as in JAX).
+``np.unsignedinteger`` as JAX does; ``finfo`` and ``iinfo`` are ml_dtypes', which know them.
+Code that classifies dtypes asks these, never ``np.dtype.kind``, ``np.issubdtype`` or
+``np.finfo``, which misfile or reject the ml_dtypes types. The sub-byte integers and the
+8-bit and smaller floats promote with nothing but Python scalars (``TypePromotionError``, as
+in JAX).
 """
 
 import functools
@@ -133,42 +136,47 @@ def is_python_scalar(x):
     return isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic)
 
 
-def _ml_dtype(x):
-    """The ml_dtypes dtype ``x`` names, or None."""
-    if isinstance(x, (np.dtype, str)) or (isinstance(x, type) and issubclass(x, np.generic)):
-        try:
-            d = np.dtype(x)
-        except TypeError:
-            return None
-        return d if d in _ML_KIND else None
-    return None
+def _scalar_type(x):
+    """The NumPy scalar type ``x`` names (``np.float32``, ``ml_dtypes.bfloat16``,
+    ``np.floating``); an extended dtype is its scalar type."""
+    if isinstance(x, ExtendedDType):
+        return x.type
+    if isinstance(x, type) and issubclass(x, np.generic):
+        return x
+    return np.dtype(x).type
 
 
-_ML_PARENT = {"f": np.floating, "i": np.signedinteger, "u": np.unsignedinteger}
+# each ml_dtypes scalar type with the abstract types it is filed under, as in JAX
+_ML_PARENTS = {"f": (np.floating, np.inexact), "i": (np.signedinteger, np.integer),
+               "u": (np.unsignedinteger, np.integer)}
+_ML_SUPERTYPES = {d.type: {d.type, *_ML_PARENTS[k], np.number, np.generic}
+                  for d, k in _ML_KIND.items()}
 
 
 def issubdtype(a, b):
-    """``np.issubdtype``, with bfloat16 and the small floats under ``np.floating`` and the
-    2- and 4-bit integers under ``np.signedinteger`` / ``np.unsignedinteger``, as JAX."""
-    ml_a = _ml_dtype(a)
-    if ml_a is None:
-        return np.issubdtype(a, b)
-    if b in _ABSTRACT_TYPES:
-        return issubclass(_ML_PARENT[_ML_KIND[ml_a]], b)
-    return _ml_dtype(b) == ml_a
+    """``np.issubdtype`` as JAX has it: bfloat16 and the small floats are under
+    ``np.floating``, the 1-, 2- and 4-bit integers under ``np.signedinteger`` /
+    ``np.unsignedinteger``, and an extended dtype (a PRNG key's) is under ``extended``."""
+    if isinstance(b, ExtendedDType):
+        return isinstance(a, ExtendedDType) and a == b
+    return _issubtype(_scalar_type(a), _scalar_type(b))
 
 
-_ABSTRACT_TYPES = (np.generic, np.number, np.inexact, np.floating, np.integer,
-                   np.signedinteger, np.unsignedinteger)
+@functools.lru_cache(maxsize=512)
+def _issubtype(a, b):
+    if a in _ML_SUPERTYPES:
+        return b in _ML_SUPERTYPES[a]
+    return bool(np.issubdtype(a, b))
 
 
 def kind(dtype):
     """The kind of number a dtype holds, as ``np.dtype.kind`` ('b', 'i', 'u', 'f', 'c',
     'V'), with the ml_dtypes floats 'f' and their integers 'i' / 'u'."""
-    if isinstance(dtype, ExtendedDType):
-        return dtype.kind
-    dtype = np.dtype(dtype)
-    return _ML_KIND.get(dtype, dtype.kind)
+    k = getattr(dtype, "kind", None)  # dtypes (NumPy's, extended) have it: kept fast
+    if type(k) is not str:
+        dtype = np.dtype(dtype)
+        k = dtype.kind
+    return _ML_KIND.get(dtype, k) if k == "V" else k
 
 
 def is_float(dtype):
@@ -183,16 +191,49 @@ def is_integer(dtype):
     return kind(dtype) in "iu"
 
 
+# the array-API kinds of ``isdtype``, by the kinds of number they hold
+_ISDTYPE_KINDS = {"bool": "b", "signed integer": "i", "unsigned integer": "u",
+                  "integral": "iu", "real floating": "f", "complex floating": "c",
+                  "numeric": "iufc"}
+
+
+def isdtype(dtype, kinds):
+    """The array API's ``isdtype``: whether ``dtype`` is of a named kind (``'real floating'``
+    includes bfloat16 and the float8 formats) or equals a given dtype, or any in a tuple."""
+    dtype = np.dtype(dtype)
+    for k in kinds if isinstance(kinds, tuple) else (kinds,):
+        if isinstance(k, str) and k in _ISDTYPE_KINDS:
+            if dtype in _SUPPORTED and kind(dtype) in _ISDTYPE_KINDS[k]:
+                return True
+            continue
+        try:
+            if dtype == np.dtype(k):
+                return True
+        except TypeError as e:
+            if isinstance(k, str):
+                raise ValueError(f"Unrecognized kind={k!r} expected one of "
+                                 f"{list(_ISDTYPE_KINDS)}, or a compatible input for "
+                                 f"jnp.dtype()") from None
+            raise TypeError(f"Expected kind to be a dtype, string, or tuple; got kind={k!r}") \
+                from e
+    return False
+
+
+def supports_inf(dtype):
+    """Whether float ``dtype`` has infinities (float8_e4m3fn, the ``fnuz`` formats and the
+    6- and 4-bit floats do not)."""
+    return issubdtype(dtype, np.inexact) and bool(np.isinf(np.array(np.inf).astype(dtype)))
+
+
 def finfo(dtype):
-    """Machine limits of a float dtype, bfloat16 and the float8 formats included."""
+    """Machine limits of a float dtype, bfloat16 and the float8 formats included (NumPy's
+    ``finfo`` rejects those: NumPy files them under kind 'V')."""
     return ml_dtypes.finfo(dtype)
 
 
 def iinfo(dtype):
     """Machine limits of an integer dtype, int2/int4/uint2/uint4 included."""
-    if np.dtype(dtype) in _ML_KIND:
-        return ml_dtypes.iinfo(dtype)
-    return np.iinfo(dtype)
+    return ml_dtypes.iinfo(dtype)
 
 
 def itemsize_bits(dtype):

@@ -9,14 +9,38 @@ from remat.interpreters import ad, batching
 from remat.runtime import memory, registry
 
 
+def _dense_strides(x):
+    """``x.strides`` when ``x`` fills its ``x.nbytes`` exactly, its axes in some order (C,
+    Fortran, a transpose of either); None for a sliced, broadcast or reversed view."""
+    expected = x.itemsize
+    for stride, size in sorted((s, n) for s, n in zip(x.strides, x.shape) if n != 1):
+        if stride != expected:
+            return None
+        expected *= size
+    return x.strides
+
+
+def _laid_out_as(x, flat):
+    """``flat`` (a one-dimensional buffer of ``x.size`` elements) viewed with the shape and
+    memory layout of ``x``, or in C order where ``x`` is not dense."""
+    strides = _dense_strides(x)
+    return np.ndarray(x.shape, x.dtype, buffer=flat, strides=strides)
+
+
 def _to_host(x):
-    host = memory.host_empty(x.shape, x.dtype)
+    """The offloaded copy keeps the residual's memory layout, and so does its reload: a
+    Fortran-ordered or transposed residual must reach the backward pass's products as it
+    would have unoffloaded, since BLAS sums a product differently for another layout (a
+    matrix-vector product's kernel depends on which operand is transposed)."""
+    host = _laid_out_as(x, memory.host_empty((x.size,), x.dtype))
     host[...] = x
     return host
 
 
 def _to_device(x):
-    return np.array(x)
+    out = _laid_out_as(x, np.empty(x.size, x.dtype))
+    out[...] = x
+    return out
 
 
 offload_p = Primitive("offload")

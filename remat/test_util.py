@@ -16,13 +16,17 @@ import functools
 
 import numpy as np
 
-from remat import core
+from remat import core, dtypes
 from remat.config import config
 from remat.transforms import api
 from remat.tree_util import tree_flatten, tree_map
 
 EPS = 1e-4
 default_gradient_tolerance = {
+    np.dtype(dtypes.bfloat16): 1e-1,
+    **{np.dtype(t): 1e-1 for t in (dtypes.float8_e4m3fn, dtypes.float8_e5m2, dtypes.float8_e3m4,
+                                   dtypes.float8_e4m3, dtypes.float8_e4m3b11fnuz,
+                                   dtypes.float8_e4m3fnuz, dtypes.float8_e5m2fnuz)},
     np.dtype(np.float16): 1e-2,
     np.dtype(np.float32): 2e-3,
     np.dtype(np.float64): 1e-5,
@@ -34,8 +38,8 @@ default_gradient_tolerance = {
 def _tolerance(tol, tree):
     if tol is not None:
         return tol
-    dtypes = [np.asarray(x).dtype for x in tree_flatten(tree)[0]]
-    return max((default_gradient_tolerance.get(d, 0.0) for d in dtypes), default=1e-5)
+    leaf_dtypes = [np.asarray(x).dtype for x in tree_flatten(tree)[0]]
+    return max((default_gradient_tolerance.get(d, 0.0) for d in leaf_dtypes), default=1e-5)
 
 
 def _to_numpy(tree):
@@ -44,20 +48,20 @@ def _to_numpy(tree):
 
 def _upcast(x):
     x = np.asarray(x)
-    if x.dtype.kind == "c":
+    if dtypes.kind(x.dtype) == "c":
         return x.astype(np.complex128)
-    return x.astype(np.float64) if x.dtype.kind == "f" else x
+    return x.astype(np.float64) if dtypes.kind(x.dtype) == "f" else x
 
 
 def _is_inexact(x):
-    return np.asarray(x).dtype.kind in "fc"
+    return dtypes.kind(np.asarray(x).dtype) in "fc"
 
 
 def rand_like(rng, x):
     x = np.asarray(x)
-    if x.dtype.kind not in "fc":
+    if dtypes.kind(x.dtype) not in "fc":
         return np.zeros(x.shape, dtype=np.dtype([("float0", np.void, 0)]))
-    if x.dtype.kind == "c":
+    if dtypes.kind(x.dtype) == "c":
         return (rng.standard_normal(x.shape) + 1j * rng.standard_normal(x.shape)).astype(x.dtype)
     return rng.standard_normal(x.shape).astype(x.dtype)
 
@@ -66,7 +70,7 @@ def _vdot(a, b):
     fa, fb = tree_flatten(_to_numpy(a))[0], tree_flatten(_to_numpy(b))[0]
     return sum(float(np.real(np.vdot(x.astype(np.complex128).ravel(),
                                      y.astype(np.complex128).ravel())))
-               for x, y in zip(fa, fb) if x.dtype.kind in "fc" and y.dtype.kind in "fc")
+               for x, y in zip(fa, fb) if _is_inexact(x) and _is_inexact(y))
 
 
 def numerical_jvp(f, primals, tangents, eps=EPS):
@@ -86,9 +90,8 @@ def _central_difference(f, primals, tangents, eps):
         return _to_numpy(f(*args))
 
     plus, minus = shifted(1.0), shifted(-1.0)
-    return tree_map(lambda a, b: (a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
-                                  - b) / (2 * eps)
-                    if a.dtype.kind in "fc" else np.zeros_like(a, np.float64), plus, minus)
+    return tree_map(lambda a, b: (_upcast(a) - b) / (2 * eps) if _is_inexact(a)
+                    else np.zeros_like(a, np.float64), plus, minus)
 
 
 def _shift(primal, tangent, step):
@@ -104,11 +107,9 @@ def check_close(actual, expected, atol, rtol, err_msg=""):
     if ta != te:
         raise AssertionError(f"tree structures differ: {ta} vs {te}. {err_msg}")
     for a, e in zip(fa, fe):
-        if a.dtype.kind not in "fc" and a.dtype.kind != "V":
+        if dtypes.kind(a.dtype) not in "fc":  # float0 tangents, integers
             continue
-        if a.dtype.kind == "V":
-            continue
-        wide = np.complex128 if a.dtype.kind == "c" or np.iscomplexobj(e) else np.float64
+        wide = np.complex128 if dtypes.kind(a.dtype) == "c" or np.iscomplexobj(e) else np.float64
         np.testing.assert_allclose(a.astype(wide), np.asarray(e, wide),
                                    atol=atol, rtol=rtol, err_msg=err_msg)
 
@@ -126,7 +127,7 @@ def check_jvp(f, args, atol=None, rtol=None, eps=EPS, err_msg=""):
 
 def _conj(x):
     """JAX's check_vjp conjugates the cotangent in and out (a VJP is the plain transpose)."""
-    return np.conj(x) if x.dtype.kind == "c" else x
+    return np.conj(x) if dtypes.kind(x.dtype) == "c" else x
 
 
 def check_vjp(f, args, atol=None, rtol=None, eps=EPS, err_msg=""):
@@ -170,7 +171,7 @@ def check_grads(f, args, order=2, modes=("fwd", "rev"), atol=None, rtol=None, ep
 
 def _cast_like(tangent, primals):
     """Tangents in the primals' dtypes."""
-    return tree_map(lambda t, p: t.astype(core.get_aval(p).dtype) if t.dtype.kind in "fc"
+    return tree_map(lambda t, p: t.astype(core.get_aval(p).dtype) if dtypes.kind(t.dtype) in "fc"
                     else t, tangent, primals)
 
 

@@ -803,6 +803,21 @@ def _measure_vjp(fun, args):
     return out, pullback, memory.host_bytes() - host0, memory.live_bytes() - live0
 
 
+def _wrapped(fun, wrap):
+    return {"eager": fun, "jit": remat.jit(lambda *a: fun(*a)),
+            "vmap": lambda *a: remat.vmap(fun, in_axes=(None, None, None, 0))(
+                *a[:3], jnp.expand_dims(a[3], 0))[0]}[wrap]
+
+
+def assert_trees_equal(a, b):
+    la, lb = tree_leaves(a), tree_leaves(b)
+    assert len(la) == len(lb)
+    for x, y in zip(la, lb):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.shape == y.shape and x.dtype == y.dtype
+        np.testing.assert_array_equal(x, y)
+
+
 @pytest.mark.parametrize("name", list(OFFLOAD_POLICIES))
 @pytest.mark.parametrize("wrap", ["eager", "jit", "vmap"])
 def test_offloading_is_real(name, wrap):
@@ -813,17 +828,23 @@ def test_offloading_is_real(name, wrap):
     kept = sum(a.nbytes for a, d in res
                if not d.startswith("offloaded") and not d.startswith("from the argument"))
     assert offloaded > 0
-    fun = {"eager": c, "jit": remat.jit(lambda *a: c(*a)),
-           "vmap": lambda *a: remat.vmap(c, in_axes=(None, None, None, 0))(
-               *a[:3], jnp.expand_dims(a[3], 0))[0]}[wrap]
-    g0 = remat.grad(three_layers, argnums=(0, 1, 2, 3))(*args)
+    fun = _wrapped(c, wrap)
+    # Offloading (and recomputing) changes no bit of the gradient of the same program run the
+    # same way. A checkpoint runs its backward pass as a plan of the executor, even under
+    # eager, so the reference is the uncheckpointed function's plan, not eager ``grad``: plans
+    # fold a product's transpose into the product (operands swapped), and a BLAS kernel may
+    # sum the swapped product in another order (OpenBLAS's Haswell sgemm does at this size,
+    # its Sandybridge and SkylakeX ones do not).
+    out0, pullback0 = remat.vjp(remat.jit(_wrapped(three_layers, wrap)), *args)
+    g0 = pullback0(jnp.ones_like(out0))
+    del pullback0
     gc.collect()
     base = memory.host_bytes()
     out, pullback, host, live = _measure_vjp(fun, args)
     assert host == offloaded
     # working memory holds the output and the non-offloaded residuals only
     assert live == np.asarray(out).nbytes + kept
-    assert_trees_close(g0, pullback(jnp.ones_like(out)))
+    assert_trees_equal(g0, pullback(jnp.ones_like(out)))
     assert memory.host_bytes() == base + host  # held by the pullback until it dies
     del pullback
     gc.collect()
@@ -852,6 +873,33 @@ def test_offloaded_residuals_survive_two_pullback_calls_and_linearize():
     del lin
     gc.collect()
     assert memory.host_bytes() == base
+
+
+def test_offloading_keeps_a_residuals_memory_layout():
+    """An offloaded residual comes back laid out as it went (a transposed view stays
+    Fortran-ordered), so the backward pass's products see the operands they see unoffloaded:
+    a matrix-vector product's BLAS kernel, and its sums, depend on the matrix's layout."""
+    from remat.offload import offload_p, reload_p
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((64, 48)).astype(np.float32)
+    for x in (w, w.T, w[None], w.T[:, None, :], np.float32(2.5) * np.ones(())):
+        back = reload_p.impl(offload_p.impl(x))
+        assert back.strides == x.strides and np.array_equal(back, x)
+    assert reload_p.impl(offload_p.impl(w[:, ::2])).flags.c_contiguous  # not dense: C order
+
+    def f(W, x):
+        h = checkpoint_name(jnp.sin(W).T, "h")  # (48, 64), Fortran-ordered
+        return jnp.sum(jnp.sin(h @ x))
+
+    args = (jnp.asarray(w), _rand(rng, 64))
+    saved = remat.checkpoint(f, policy=cp.save_only_these_names("h"))
+    moved = remat.checkpoint(f, policy=cp.save_and_offload_only_these_names(
+        names_which_can_be_saved=[], names_which_can_be_offloaded=["h"]))
+    assert saved_residuals(moved, *args)[-1][1].startswith("offloaded named 'h'")
+    for wrap in (lambda g: g, remat.jit):
+        assert_trees_equal(wrap(remat.grad(saved, argnums=(0, 1)))(*args),
+                           wrap(remat.grad(moved, argnums=(0, 1)))(*args))
 
 
 def test_offloading_inside_a_scan_body():

@@ -8,9 +8,9 @@ the bytes crossing a cut, balanced by a binary search on the largest segment), e
 ``checkpoint`` with an inner policy (``INNER_POLICIES``), the last segment (a loss, say)
 checkpointed or left as it is, and the body of every ``scan`` checkpointed with the same
 inner policy (so each iteration keeps only its carry, or its dots). Each structure is
-modelled as ``remat.checkpointing.budget`` models a split: the function differentiated with respect to
-the inputs being differentiated (JVP tracers with a tangent; all floating inputs when called
-outside AD), its modelled peak and its recompute cost beyond no rematerialization; the
+modelled as ``remat.checkpointing.budget`` models a split: the function differentiated with
+respect to the inputs being differentiated (JVP tracers with a tangent; all floating inputs
+when called outside AD), its modelled peak and its recompute cost beyond no rematerialization; the
 cheapest that fits the budget runs (ties: the smaller peak). The structures and their figures
 are cached per function and signature, shared by every budget. A fraction interpolates
 between the smallest modelled peak (0.0) and that of no rematerialization (1.0). The result is

@@ -21,7 +21,7 @@ import threading
 
 import numpy as np
 
-from remat import core, lax
+from remat import core, dtypes, lax
 from remat import numpy as jnp
 from remat.api_util import abstractify, check_callable, flatten_fun
 from remat.interpreters import ad, batching
@@ -472,7 +472,7 @@ class _Checkifier:
                 self._add((id(eqn), "oob"), _payload_site(
                     OOBError, _oob_maker(name, shape), _OOB_AVALS, where))
             if NaNError in self.enabled and name in _NAN_PRIMITIVES and any(
-                    np.issubdtype(v.aval.dtype, np.inexact) for v in eqn.outvars):
+                    dtypes.issubdtype(v.aval.dtype, np.inexact) for v in eqn.outvars):
                 self._add((id(eqn), "nan"), _payload_site(
                     NaNError, functools.partial(lambda prim, where, _: NaNError(where, prim),
                                                 name), (), where))
@@ -560,7 +560,7 @@ class _Checkifier:
         key = (id(eqn), "nan")
         if key in self.site_of:
             nans = [jnp.any(jnp.isnan(o)) for o in outs
-                    if np.issubdtype(core.get_aval(o).dtype, np.inexact)]
+                    if dtypes.issubdtype(core.get_aval(o).dtype, np.inexact)]
             failed = functools.reduce(jnp.logical_or, nans)
             state.record(self.site_of[key], failed, [])
 

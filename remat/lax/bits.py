@@ -50,7 +50,7 @@ def _signed(dtype):
 
 
 def _check_integer(name, aval, position=None):
-    if aval.dtype.kind not in "iu":
+    if dtypes.kind(aval.dtype) not in "iu":
         at = "" if position is None else f" at position {position}"
         raise TypeError(f"{name} does not accept dtype {aval.dtype.name}{at}. Accepted dtypes"
                         f"{at} are subtypes of integer.")
@@ -153,7 +153,7 @@ def _shift_right_arithmetic(x, y):
 def _mulhi(x, y):
     """The high half of the double-width product (signed for signed dtypes)."""
     bits = 8 * x.dtype.itemsize
-    signed = x.dtype.kind == "i"
+    signed = dtypes.kind(x.dtype) == "i"
     if bits < 64:
         wide = np.dtype(f"{'i' if signed else 'u'}{2 * x.dtype.itemsize}")
         return ((x.astype(wide) * y.astype(wide)) >> np.array(bits, wide)).astype(x.dtype)
@@ -210,7 +210,7 @@ mulhi = _binary_fn(mulhi_p, "The high N bits of the 2N-bit product of N-bit inte
 
 def _bitcast_abstract_eval(x, *, new_dtype):
     old, new = x.dtype, np.dtype(new_dtype)
-    if old != new and (old.kind in "bc" or new.kind in "bc"):
+    if old != new and (dtypes.kind(old) in "bc" or dtypes.kind(new) in "bc"):
         raise TypeError(f"lax.bitcast_convert_type does not support bool or complex values "
                         f"unless the operand and destination types match. Got operand "
                         f"dtype={old}, new_dtype={new}. Consider using the arr.view() method "
@@ -265,7 +265,7 @@ def bitcast_convert_type(operand, new_dtype):
 
 
 def _reduce_precision_abstract_eval(x, *, exponent_bits, mantissa_bits):
-    if x.dtype.kind != "f":
+    if dtypes.kind(x.dtype) != "f":
         raise TypeError(f"reduce_precision does not accept dtype {x.dtype.name}. Accepted "
                         f"dtypes are subtypes of floating.")
     if exponent_bits < 1:
@@ -281,7 +281,7 @@ def _reduce_precision_impl(x, *, exponent_bits, mantissa_bits):
     """XLA's ReducePrecision on the bits: round the mantissa to nearest even, then send
     exponents out of the narrower range to signed infinity (above) or signed zero (below);
     NaNs stay NaN."""
-    info = np.finfo(x.dtype)
+    info = dtypes.finfo(x.dtype)
     src_mantissa, src_exponent = info.nmant, info.nexp
     utype = _unsigned(x.dtype)
     bits = x.view(utype)

@@ -7,7 +7,7 @@ import functools
 
 import numpy as np
 
-from remat import core
+from remat import core, dtypes
 from remat.api_util import fun_name
 from remat.core import ShapedArray, Tracer
 from remat.interpreters import batching
@@ -18,16 +18,16 @@ from remat.tree_util import tree_flatten, tree_unflatten
 
 def max_identity(dtype):
     """The identity of ``max`` on ``dtype``: its lowest value."""
-    if dtype.kind == "b":
+    if dtypes.kind(dtype) == "b":
         return False
-    return np.iinfo(dtype).min if dtype.kind in "iu" else -np.inf
+    return dtypes.iinfo(dtype).min if dtypes.kind(dtype) in "iu" else -np.inf
 
 
 def min_identity(dtype):
     """The identity of ``min`` on ``dtype``: its highest value."""
-    if dtype.kind == "b":
+    if dtypes.kind(dtype) == "b":
         return True
-    return np.iinfo(dtype).max if dtype.kind in "iu" else np.inf
+    return dtypes.iinfo(dtype).max if dtypes.kind(dtype) in "iu" else np.inf
 
 
 def trace_combiner(computation, avals, tree, what):

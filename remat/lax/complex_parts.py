@@ -143,13 +143,13 @@ batching.broadcast_batcher(complex_p)
 
 
 def _conj_impl(x, *, input_dtype):
-    if x.dtype.kind == "c":
+    if dtypes.kind(x.dtype) == "c":
         return np.conjugate(x)
     return x.astype(_complex_dtype(x.dtype))
 
 
 def _conj_abstract_eval(x, *, input_dtype):
-    if x.dtype.kind != "c" and x.dtype not in _PART_DTYPES:
+    if dtypes.kind(x.dtype) != "c" and x.dtype not in _PART_DTYPES:
         raise TypeError(f"conj does not accept dtype {x.dtype.name}. Accepted dtypes are "
                         f"subtypes of float32, complexfloating, float64.")
     return ShapedArray(x.shape, _complex_dtype(x.dtype), x.weak_type)
@@ -197,3 +197,5 @@ def conj(x):
 
 
 rule_ops.provide(conj=conj, real=real)
+
+

@@ -216,14 +216,15 @@ def _conv_result_dtype(lhs, rhs, preferred_element_type):
     pref = preferred_element_type
     if pref is None or pref == dtype:
         return dtype
-    compatible = (dtype.kind in "iu" and pref.kind in "iuf") or \
-        (dtype.kind == "f" and pref.kind == "f") or (dtype.kind == "c" and pref.kind == "c")
+    kind, pref_kind = dtypes.kind(dtype), dtypes.kind(pref)
+    compatible = (kind in "iu" and pref_kind in "iuf") or (kind == "f" and pref_kind == "f") or \
+        (kind == "c" and pref_kind == "c")
     if not compatible:
         raise TypeError("Input type is incompatible with `preferred_element_type`. The "
                         "compatible combinations of (input_type, preferred_element_type) are "
                         "(integral, integral), (integral, floating), (floating, floating), "
                         "(complex, complex).")
-    if pref.kind == dtype.kind and pref.itemsize < dtype.itemsize:
+    if pref_kind == kind and pref.itemsize < dtype.itemsize:
         raise TypeError("`preferred_element_type` must not be narrower than the original "
                         "type.")
     return pref

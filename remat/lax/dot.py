@@ -101,18 +101,19 @@ def _bit_width(dtype):
 def _type_properties(dtype):
     """XLA's ordering of operand types (``HigherPrecisionType``): complex, then exponent
     range, mantissa, width, signedness."""
-    is_complex = dtype.kind == "c"
-    real = np.finfo(dtype).dtype if is_complex else dtype
-    is_float = real.kind == "f"
-    return (is_complex, np.finfo(real).maxexp if is_float else -1,
-            np.finfo(real).nmant if is_float else -1, _bit_width(real), real.kind != "u")
+    is_complex = dtypes.kind(dtype) == "c"
+    real = dtypes.finfo(dtype).dtype if is_complex else dtype
+    kind = dtypes.kind(real)
+    info = dtypes.finfo(real) if kind == "f" else None
+    return (is_complex, info.maxexp if info else -1, info.nmant if info else -1,
+            _bit_width(real), kind != "u")
 
 
 def maybe_upcast(result_dtype, preferred_element_type, check_bit_width=True):
     """The output dtype given ``preferred_element_type`` (JAX/XLA's ``MaybeUpcast``)."""
     if preferred_element_type is None or result_dtype == preferred_element_type:
         return result_dtype
-    if check_bit_width and result_dtype.kind != "f" and \
+    if check_bit_width and dtypes.kind(result_dtype) != "f" and \
             _bit_width(preferred_element_type) < _bit_width(result_dtype):
         raise TypeError(f"`preferred_element_type` must not be narrower than the original "
                         f"type, got preferred_element_type of {preferred_element_type.name} "

@@ -158,10 +158,31 @@ __all__ = [
 _all = []
 
 
+_FLOAT16 = np.dtype(np.float16)
+
+
+def _float16_in_float32(ufunc):
+    """``ufunc`` (unary) computing float16 in float32 and rounding once, as XLA's CPU backend
+    does. NumPy's own float16 loops of these functions take CPU-specific paths (AVX-512 and
+    AVX512-FP16 kernels where the CPU has them, a float32 loop elsewhere), which round
+    differently from machine to machine. Called as a ufunc is by the executor (``out=``,
+    ``casting=``; ``resolve_dtypes``), so it still runs in place."""
+
+    def call(x, out=None, casting="same_kind"):
+        if getattr(x, "dtype", None) is not _FLOAT16:
+            return ufunc(x, out=out, casting=casting)
+        y = ufunc(x, out=out, casting=casting, dtype=np.float32)
+        return y if out is not None else y.astype(_FLOAT16)
+
+    call.ufunc, call.nout, call.resolve_dtypes = ufunc, ufunc.nout, ufunc.resolve_dtypes
+    call.__name__ = call.__qualname__ = ufunc.__name__
+    return call
+
+
 def _register_elementwise(prim, impl):
     """The executor may split large steps of an elementwise primitive across its workers;
     a ufunc impl may also write into a dying input's buffer."""
-    ufunc = impl if isinstance(impl, np.ufunc) else None
+    ufunc = impl if isinstance(impl, np.ufunc) or hasattr(impl, "ufunc") else None
     registry.elementwise_impls[prim] = (prim.impl, ufunc)
     registry.scalar_broadcasting.add(prim)
 
@@ -172,6 +193,13 @@ def _unop(name, impl, accepted):
     batching.defvectorized(prim)
     _register_elementwise(prim, impl)
     return prim
+
+
+def _nextafter(x, y):
+    """``np.nextafter``, which in float16 returns ``x`` where ``x == y`` (so -0.0 towards
+    0.0 stays -0.0); C, XLA and JAX return ``y`` there."""
+    out = np.nextafter(x, y)
+    return np.where(x == y, y, out) if out.dtype == np.float16 else out
 
 
 def _binop(name, impl, accepted, result_dtype=None):
@@ -221,7 +249,7 @@ neg_p = _unop("neg", np.negative, NUMBER)
 
 def _sign_impl(x):
     # np.sign(-0.0) is +0.0; JAX keeps the sign of a zero
-    return np.where(x == 0, x, np.sign(x)) if x.dtype.kind == "f" else np.sign(x)
+    return np.where(x == 0, x, np.sign(x)) if dtypes.kind(x.dtype) == "f" else np.sign(x)
 
 
 sign_p = _unop("sign", _sign_impl, NUMBER)
@@ -231,12 +259,13 @@ is_finite_p = standard_primitive(
     "is_finite", np.isfinite, lambda x: (check_dtype("is_finite", x, FLOAT),
                                          ShapedArray(x.shape, dtypes.bool_, x.weak_type))[1])
 batching.defvectorized(is_finite_p)
-exp_p = _unop("exp", np.exp, INEXACT)
-exp2_p = _unop("exp2", np.exp2, INEXACT)
-log_p = _unop("log", np.log, INEXACT)
-log1p_p = _unop("log1p", np.log1p, INEXACT)
-expm1_p = _unop("expm1", np.expm1, INEXACT)
-tanh_p = _unop("tanh", np.tanh, INEXACT)
+_exp, _sin, _cos, _tan, _tanh = map(_float16_in_float32, (np.exp, np.sin, np.cos, np.tan, np.tanh))
+exp_p = _unop("exp", _exp, INEXACT)
+exp2_p = _unop("exp2", _float16_in_float32(np.exp2), INEXACT)
+log_p = _unop("log", _float16_in_float32(np.log), INEXACT)
+log1p_p = _unop("log1p", _float16_in_float32(np.log1p), INEXACT)
+expm1_p = _unop("expm1", _float16_in_float32(np.expm1), INEXACT)
+tanh_p = _unop("tanh", _tanh, INEXACT)
 
 
 def _logistic_impl(x):
@@ -244,32 +273,43 @@ def _logistic_impl(x):
     overflows the result is below the smallest normal float of every real type (flushed to
     zero inside plans anyway), so nothing representable is lost."""
     t = np.negative(x)
-    if type(t) is not np.ndarray or x.dtype.kind == "c":
-        return 1 / (1 + np.exp(t))
-    np.exp(t, out=t)
+    if type(t) is not np.ndarray or dtypes.kind(x.dtype) == "c":
+        return 1 / (1 + _exp(t))
+    _exp(t, out=t)
     t += 1
     return np.reciprocal(t, out=t)
 
 
 logistic_p = _unop("logistic", _logistic_impl, INEXACT)
-sin_p = _unop("sin", np.sin, INEXACT)
-cos_p = _unop("cos", np.cos, INEXACT)
-tan_p = _unop("tan", np.tan, INEXACT)
-asin_p = _unop("asin", np.arcsin, INEXACT)
-acos_p = _unop("acos", np.arccos, INEXACT)
-atan_p = _unop("atan", np.arctan, INEXACT)
-sinh_p = _unop("sinh", np.sinh, INEXACT)
-cosh_p = _unop("cosh", np.cosh, INEXACT)
-asinh_p = _unop("asinh", np.arcsinh, INEXACT)
-acosh_p = _unop("acosh", np.arccosh, INEXACT)
-atanh_p = _unop("atanh", np.arctanh, INEXACT)
-sqrt_p = _unop("sqrt", np.sqrt, INEXACT)
-rsqrt_p = _unop("rsqrt", lambda x: np.reciprocal(np.sqrt(x)), INEXACT)
-cbrt_p = _unop("cbrt", np.cbrt, FLOAT)
+sin_p = _unop("sin", _sin, INEXACT)
+cos_p = _unop("cos", _cos, INEXACT)
+tan_p = _unop("tan", _tan, INEXACT)
+asin_p = _unop("asin", _float16_in_float32(np.arcsin), INEXACT)
+acos_p = _unop("acos", _float16_in_float32(np.arccos), INEXACT)
+atan_p = _unop("atan", _float16_in_float32(np.arctan), INEXACT)
+sinh_p = _unop("sinh", _float16_in_float32(np.sinh), INEXACT)
+cosh_p = _unop("cosh", _float16_in_float32(np.cosh), INEXACT)
+asinh_p = _unop("asinh", _float16_in_float32(np.arcsinh), INEXACT)
+acosh_p = _unop("acosh", _float16_in_float32(np.arccosh), INEXACT)
+atanh_p = _unop("atanh", _float16_in_float32(np.arctanh), INEXACT)
+sqrt_p = _unop("sqrt", np.sqrt, INEXACT)  # (correctly rounded in every dtype)
+
+
+def _rsqrt_impl(x):
+    """``1 / sqrt(x)``; the narrow floats (float16, bfloat16, float8) in float32, rounded
+    once, as XLA computes its rsqrt."""
+    if x.dtype.itemsize < 4 and dtypes.kind(x.dtype) == "f":
+        return np.reciprocal(np.sqrt(x.astype(np.float32))).astype(x.dtype)
+    return np.reciprocal(np.sqrt(x))
+
+
+rsqrt_p = _unop("rsqrt", _rsqrt_impl, INEXACT)
+cbrt_p = _unop("cbrt", _float16_in_float32(np.cbrt), FLOAT)
 abs_p = standard_primitive(  # no unsigned integers, as in JAX (jnp.abs returns them as they are)
     "abs", np.abs,
     lambda x: (check_dtype("abs", x, ("signedinteger", "floating", "complexfloating")),
-               x.update(dtype=np.finfo(x.dtype).dtype if x.dtype.kind == "c" else x.dtype))[1])
+               x.update(dtype=dtypes.finfo(x.dtype).dtype if dtypes.kind(x.dtype) == "c"
+                        else x.dtype))[1])
 batching.defvectorized(abs_p)
 erf_p = _unop("erf", special.erf, FLOAT)
 erfc_p = _unop("erfc", special.erfc, FLOAT)
@@ -312,7 +352,7 @@ def _integer_pow_impl(x, y):
 
 def _integer_pow_abstract_eval(x, y):
     check_dtype("integer_pow", x, NUMBER)
-    if y < 0 and x.dtype.kind in "iu":
+    if y < 0 and dtypes.kind(x.dtype) in "iu":
         raise TypeError(f"integer_pow got a negative exponent {y} for integer dtype "
                         f"{x.dtype.name}")
     return x
@@ -329,7 +369,7 @@ polygamma_p = _binop("polygamma", special.polygamma, FLOAT)
 def _abs_jvp(g, ans, x):
     """``g`` or ``-g`` by the sign of a real ``x`` (``g`` at 0, as JAX); for a complex ``x``
     the real part of ``g conj(x) / |x|`` (0 at 0)."""
-    if core.get_aval(x).dtype.kind != "c":
+    if dtypes.kind(core.get_aval(x).dtype) != "c":
         return select(ge(x, rule_ops.full_like(x, 0)), g, neg(g))
     mag = convert_element_type_p.bind(ans, new_dtype=core.get_aval(x).dtype,
                                       weak_type=core.get_aval(x).weak_type)
@@ -341,7 +381,7 @@ def _acosh_jvp(g, x):
     """``g / sqrt(x^2 - 1)`` for real ``x`` (as JAX); for complex ``x`` the derivative of the
     principal branch, ``g / (sqrt(x - 1) sqrt(x + 1))`` (``1 / sqrt(x^2 - 1)``, JAX's rule,
     has the wrong sign where ``Re(x) < 0``)."""
-    if core.get_aval(x).dtype.kind == "c":
+    if dtypes.kind(core.get_aval(x).dtype) == "c":
         return mul(g, mul(rsqrt(sub(x, 1.0)), rsqrt(add(x, 1.0))))
     return mul(g, rsqrt(mul(sub(x, 1.0), add(x, 1.0))))
 
@@ -406,7 +446,7 @@ def _unary_jvps():
 def _int_div(x, y):
     """Integer division rounds toward zero; ``x / 0`` is all ones (-1, or the unsigned
     maximum), as XLA computes it in JAX."""
-    if x.dtype.kind in "iu":
+    if dtypes.kind(x.dtype) in "iu":
         q = np.floor_divide(x, np.where(y == 0, 1, y))
         fix = (np.remainder(x, np.where(y == 0, 1, y)) != 0) & ((x < 0) != (y < 0))
         return np.where(y == 0, ~np.zeros((), x.dtype), q + fix.astype(q.dtype)).astype(x.dtype)
@@ -415,14 +455,14 @@ def _int_div(x, y):
 
 def _rem_impl(x, y):
     """C's fmod; for integers ``x % 0`` is ``x``, as XLA computes it in JAX."""
-    if x.dtype.kind in "iu":
+    if dtypes.kind(x.dtype) in "iu":
         return np.where(y == 0, x, np.fmod(x, np.where(y == 0, 1, y))).astype(x.dtype)
     return np.fmod(x, y)
 
 
 def _pow_abstract_eval(x, y):
     check_dtype("pow", x, INEXACT)
-    if y.dtype.kind not in "iu":
+    if dtypes.kind(y.dtype) not in "iu":
         check_same_dtypes("pow", [x, y])
     return ShapedArray(broadcasting_shape("pow", [x, y]), x.dtype, x.weak_type and y.weak_type)
 
@@ -440,7 +480,7 @@ atan2_p = _binop("atan2", np.arctan2, FLOAT)
 and_p = _binop("and", np.bitwise_and, INT_OR_BOOL)
 or_p = _binop("or", np.bitwise_or, INT_OR_BOOL)
 xor_p = _binop("xor", np.bitwise_xor, INT_OR_BOOL)
-nextafter_p = _binop("nextafter", np.nextafter, FLOAT)
+nextafter_p = _binop("nextafter", _nextafter, FLOAT)
 eq_p = _binop("eq", np.equal, ANY, dtypes.bool_)
 ne_p = _binop("ne", np.not_equal, ANY, dtypes.bool_)
 lt_p = _binop("lt", np.less, REAL + ("bool",), dtypes.bool_)
@@ -519,7 +559,7 @@ def _binary_rules():
 def _select_n_abstract_eval(which, *cases):
     if not cases:
         raise TypeError("select_n must have at least one case")
-    if which.dtype != dtypes.bool_ and which.dtype.kind not in "iu":
+    if which.dtype != dtypes.bool_ and dtypes.kind(which.dtype) not in "iu":
         raise TypeError(f"select_n which must be boolean or integer, got {which.dtype.name}")
     if which.dtype == dtypes.bool_ and len(cases) > 2:
         raise TypeError("select_n with a boolean which takes at most 2 cases")
@@ -661,11 +701,11 @@ def _clamp_rules():
 
 def _convert_impl(x, new_dtype, weak_type):
     new_dtype = np.dtype(new_dtype)
-    if x.dtype.kind == "c" and new_dtype.kind != "c":
+    if dtypes.kind(x.dtype) == "c" and dtypes.kind(new_dtype) != "c":
         x = x.real  # the real part (the lax function warns about the discarded imaginary part)
-    if new_dtype.kind in "iu" and x.dtype.kind == "f":
+    if dtypes.kind(new_dtype) in "iu" and dtypes.kind(x.dtype) == "f":
         # JAX saturates and maps NaN to 0; NumPy's out-of-range casts are undefined
-        info = np.iinfo(new_dtype)
+        info = dtypes.iinfo(new_dtype)
         with np.errstate(invalid="ignore", over="ignore"):
             t = np.trunc(x)
             hi, lo = t >= float(info.max), t <= float(info.min)

@@ -54,7 +54,7 @@ def _complex_dtype(dtype):
 
 
 def _inexact_dtype(dtype):
-    if dtype.kind in "fc":
+    if dtypes.kind(dtype) in "fc":
         return dtype
     return dtypes.default_float_dtype()
 
@@ -76,7 +76,7 @@ def _fft_abstract_eval(x, *, fft_type, fft_lengths):
                              f"fft_lengths {fft_lengths}")
         shape = x.shape[:x.ndim - k] + fft_lengths[:-1] + (fft_lengths[-1] // 2 + 1,)
         return ShapedArray(shape, _complex_dtype(x.dtype))
-    if x.dtype.kind != "c":
+    if dtypes.kind(x.dtype) != "c":
         name = "IRFFT" if fft_type == FftType.IRFFT else "FFT"
         raise ValueError(f"{name} input must be complex64 or complex128, got {x.dtype}")
     if fft_type == FftType.IRFFT:
@@ -154,7 +154,7 @@ def fft(x, fft_type, fft_lengths):
     typ = _fft_type(fft_type)
     dtype = core.get_aval(x).dtype
     if typ == FftType.RFFT:
-        if dtype.kind == "c":
+        if dtypes.kind(dtype) == "c":
             raise ValueError("only real valued inputs supported for rfft")
         target = _inexact_dtype(dtype)
     else:

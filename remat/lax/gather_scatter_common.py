@@ -149,10 +149,10 @@ def scatter_window_sizes(operand_shape, updates_shape, dnums):
 def default_fill_value(dtype):
     if dtypes.is_inexact(dtype):
         return float("nan")
-    if dtype.kind == "i":
-        return int(np.iinfo(dtype).min)
-    if dtype.kind == "u":
-        return int(np.iinfo(dtype).max)
+    if dtypes.kind(dtype) == "i":
+        return int(dtypes.iinfo(dtype).min)
+    if dtypes.kind(dtype) == "u":
+        return int(dtypes.iinfo(dtype).max)
     if dtype == dtypes.bool_:
         return True
     raise ValueError(f"Unsupported dtype for gather fill_value {dtype}")

@@ -3,7 +3,7 @@ mode) and batching; ``lax.gather`` and ``lax.index_take``."""
 
 import numpy as np
 
-from remat import core
+from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
 from remat.lax import rule_ops
@@ -260,7 +260,7 @@ def index_take(src, idxs, axes):
     for i, ax in zip(idxs, axes):
         size = full_like(i, shape[ax])
         wrapped = rem(i, size)
-        if core.get_aval(i).dtype.kind == "i":  # a floor modulus, as Python's %
+        if dtypes.kind(core.get_aval(i).dtype) == "i":  # a floor modulus, as Python's %
             wrapped = select(lt(wrapped, full_like(wrapped, 0)),
                                  add(wrapped, size), wrapped)
         columns.append(expand_dims(wrapped, (1,)))

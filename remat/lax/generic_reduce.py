@@ -144,7 +144,7 @@ batching.primitive_batchers[reduce_p] = _batch
 def _identity_of(computation, dtype):
     """The identity that makes ``computation`` a monoid reducer on ``dtype``, and the
     primitive it becomes (as JAX's ``_get_monoid_reducer``), or None."""
-    intlike = dtype.kind in "biu"
+    intlike = dtypes.kind(dtype) in "biu"
     if computation is add:
         return 0, reduce_sum_p
     if computation is mul:

@@ -7,7 +7,7 @@ failure)."""
 import numpy as np
 from scipy.linalg import lapack
 
-from remat import core
+from remat import core, dtypes
 from remat.interpreters import batching
 from remat.lax import complex_parts
 from remat.lax.dot import dot_general
@@ -44,7 +44,7 @@ def ndim_of(x):
 
 
 def is_complex(x):
-    return dtype_of(x).kind == "c"
+    return dtypes.kind(dtype_of(x)) == "c"
 
 
 def mT(x):
@@ -186,7 +186,7 @@ def check_square(name, x, argument=None):
 
 
 def real_dtype(dtype):
-    return np.finfo(dtype).dtype if dtype.kind == "c" else dtype
+    return np.finfo(dtype).dtype if dtypes.kind(dtype) == "c" else dtype
 
 
 def complex_dtype(dtype):

@@ -8,6 +8,7 @@ import numpy as np
 import scipy.linalg
 from scipy.linalg import lapack
 
+from remat import dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
 from remat.lax.elementwise import add, mul, neg
@@ -179,7 +180,7 @@ def _schur_abstract_eval(x, *, compute_schur_vectors, sort_eig_vals, select_call
 def _schur_impl(x, *, compute_schur_vectors, sort_eig_vals, select_callable):
     x = lapack_input(x)
     t, z = np.empty_like(x), np.empty_like(x)
-    output = "complex" if x.dtype.kind == "c" else "real"
+    output = "complex" if dtypes.kind(x.dtype) == "c" else "real"
     sort = select_callable if sort_eig_vals else None
     with parallel.blas_threads():
         for idx in np.ndindex(x.shape[:-2]):
@@ -247,7 +248,7 @@ def _householder_product_abstract_eval(a, taus):
 
 def _householder_product_impl(a, taus):
     a, taus = lapack_input(a), lapack_input(taus)
-    name = "ungqr" if a.dtype.kind == "c" else "orgqr"
+    name = "ungqr" if dtypes.kind(a.dtype) == "c" else "orgqr"
     routine = lapack.get_lapack_funcs(name, dtype=a.dtype)
     out = np.zeros(a.shape, a.dtype)
     if a.size == 0:
@@ -285,7 +286,7 @@ def _tridiagonal_impl(a, *, lower):
     n = a.shape[-1]
     real = real_dtype(a.dtype)
     m = max(n - 1, 0)
-    name = "hetrd" if a.dtype.kind == "c" else "sytrd"
+    name = "hetrd" if dtypes.kind(a.dtype) == "c" else "sytrd"
     if n == 0:
         return [a, np.zeros(a.shape[:-1], real), np.zeros((*a.shape[:-2], 0), real),
                 np.zeros((*a.shape[:-2], 0), a.dtype)]

@@ -11,7 +11,7 @@ the contraction), and batch ``[b,m,k] x [b,k,n] -> [b,m,n]`` (a plain batched do
 
 import dataclasses
 
-from remat import core
+from remat import core, dtypes
 from remat.lax.dot import dot_general
 from remat.lax.elementwise import bitwise_and, le, lt, select, sub
 from remat.lax.reductions import cumsum
@@ -99,7 +99,7 @@ def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, prec
     dnums = ragged_dot_dimension_numbers
     lhs_shape, rhs_shape = core.get_aval(lhs).shape, core.get_aval(rhs).shape
     gs_aval = core.get_aval(group_sizes)
-    if gs_aval.dtype.kind not in "iu":
+    if dtypes.kind(gs_aval.dtype) not in "iu":
         raise TypeError(f"ragged_dot_general requires that group_sizes.dtype is subtype of "
                         f"np.integer, but got {gs_aval.dtype}.")
     if not gs_aval.shape:

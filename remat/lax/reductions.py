@@ -136,23 +136,24 @@ def _reduce_impl(np_reduce, identity):
 
 
 def _lowest(dtype):
-    if dtype.kind == "b":
+    if dtypes.kind(dtype) == "b":
         return False
-    if dtype.kind in "iu":
-        return np.iinfo(dtype).min
+    if dtypes.kind(dtype) in "iu":
+        return dtypes.iinfo(dtype).min
     return -np.inf
 
 
 def _highest(dtype):
-    if dtype.kind == "b":
+    if dtypes.kind(dtype) == "b":
         return True
-    if dtype.kind in "iu":
-        return np.iinfo(dtype).max
+    if dtypes.kind(dtype) in "iu":
+        return dtypes.iinfo(dtype).max
     return np.inf
 
 
 def _all_ones(dtype):
-    return True if dtype.kind == "b" else np.iinfo(dtype).max if dtype.kind == "u" else -1
+    kind = dtypes.kind(dtype)
+    return True if kind == "b" else dtypes.iinfo(dtype).max if kind == "u" else -1
 
 
 def _sum(x, axes):
@@ -176,7 +177,7 @@ reduce_min_p = standard_primitive(
 
 
 def _logical_abstract_eval(x, axes):
-    if x.dtype.kind not in "biu":
+    if dtypes.kind(x.dtype) not in "biu":
         raise TypeError(f"logical reduction requires operand dtype bool or int, got "
                         f"{x.dtype.name}.")
     _check_axes(x, axes)
@@ -188,12 +189,12 @@ reduce_and_p = standard_primitive(
     _logical_abstract_eval)
 reduce_or_p = standard_primitive(
     "reduce_or", _reduce_impl(lambda x, axes: np.bitwise_or.reduce(x, axis=axes),
-                              lambda d: False if d.kind == "b" else 0),
+                              lambda d: False if dtypes.kind(d) == "b" else 0),
     _logical_abstract_eval)
 
 reduce_xor_p = standard_primitive(
     "reduce_xor", _reduce_impl(lambda x, axes: np.bitwise_xor.reduce(x, axis=axes),
-                               lambda d: False if d.kind == "b" else 0),
+                               lambda d: False if dtypes.kind(d) == "b" else 0),
     _logical_abstract_eval)
 
 _SUMMED_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
@@ -294,13 +295,13 @@ def _argminmax_abstract_eval(name):
         (axis,) = axes
         if not 0 <= axis < x.ndim:
             raise ValueError(f"Invalid axis {axis} for operand shape {x.shape}")
-        if x.dtype.kind == "c":  # JAX's comparisons have no order for complex values
+        if dtypes.kind(x.dtype) == "c":  # JAX's comparisons have no order for complex values
             raise TypeError(f"{name} does not accept dtype {x.dtype.name}. Accepted dtypes "
                             f"are subtypes of integer, floating, bool.")
         if x.shape[axis] < 1:
             raise ValueError(f"argmin and argmax require non-empty reduced dimension. "
                              f"operand.shape={x.shape} axis={axis}")
-        if np.dtype(index_dtype).kind not in "iu":
+        if dtypes.kind(np.dtype(index_dtype)) not in "iu":
             raise TypeError(f"index_dtype must be an integer type, but got "
                             f"{np.dtype(index_dtype).name}")
         return ShapedArray(_reduced_shape(x, axes), index_dtype)
@@ -585,3 +586,5 @@ del _p
 
 
 rule_ops.provide(reduce_sum=reduce_sum)
+
+

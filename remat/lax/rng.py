@@ -46,14 +46,14 @@ def _rng_uniform_abstract_eval(a, b, *, shape):
     if a.shape or b.shape:
         raise ValueError(f"Arguments to rng_uniform must be scalars; got shapes {a.shape} and "
                          f"{b.shape}.")
-    if a.dtype.kind not in "iuf":
+    if dtypes.kind(a.dtype) not in "iuf":
         raise TypeError(f"rng_uniform does not accept dtype {a.dtype.name}. Accepted dtypes "
                         f"are subtypes of integer and floating.")
     return ShapedArray(shape, a.dtype, a.weak_type and b.weak_type)
 
 
 def _rng_uniform_impl(a, b, *, shape):
-    if a.dtype.kind in "iu":
+    if dtypes.kind(a.dtype) in "iu":
         return _generator.integers(a, b, size=shape, dtype=a.dtype, endpoint=False) \
             if b > a else np.full(shape, a, a.dtype)
     u = _generator.random(size=shape, dtype=np.float64)

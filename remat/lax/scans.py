@@ -2,7 +2,7 @@
 over pytrees of arrays, written with strided slices, pads and concatenations only, so it
 traces, jits, vmaps and differentiates like any lax code."""
 
-from remat import core
+from remat import core, dtypes
 from remat.lax.elementwise import add, bitwise_or
 from remat.lax.shape import concatenate, full, pad, rev
 from remat.lax.slicing import slice_in_dim
@@ -18,12 +18,12 @@ def _interleave(a, b, axis):
     n_b = core.get_aval(b).shape[axis]
     ndim = core.get_aval(a).ndim
     dtype = core.get_aval(a).dtype
-    zero = full((), False if dtype.kind == "b" else 0, dtype)
+    zero = full((), False if dtypes.kind(dtype) == "b" else 0, dtype)
     a_config = [(0, 0, 0)] * ndim
     b_config = [(0, 0, 0)] * ndim
     a_config[axis] = (0, 1 if n_a == n_b else 0, 1)
     b_config[axis] = (1, 0 if n_a == n_b else 1, 1)
-    combine = bitwise_or if dtype.kind == "b" else add
+    combine = bitwise_or if dtypes.kind(dtype) == "b" else add
     return combine(pad(a, zero, a_config), pad(b, zero, b_config))
 
 

@@ -519,3 +519,5 @@ def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_s
 
 
 rule_ops.provide(scatter_add_p=scatter_add_p)
+
+

@@ -103,7 +103,7 @@ batching.defvectorized(complex_polygamma_p)
 
 def digamma_any(x):
     """psi(x) for real (``lax.digamma``) or complex (SciPy's complex psi) ``x``."""
-    return psi_p.bind(x) if core.get_aval(x).dtype.kind == "c" else digamma(x)
+    return psi_p.bind(x) if dtypes.kind(core.get_aval(x).dtype) == "c" else digamma(x)
 
 
 ad.defjvp2(gamma_p, lambda g, ans, x: mul(g, mul(ans, digamma_any(x))))

@@ -537,3 +537,5 @@ array_ops.broadcast_in_dim = broadcast_in_dim
 
 
 rule_ops.provide(broadcast_in_dim=broadcast_in_dim, full=full, full_like=full_like)
+
+

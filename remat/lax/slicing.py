@@ -288,7 +288,7 @@ def _dynamic_slice_indices(operand, start_indices, allow_negative_indices):
     for i, d, allow in zip(start_indices, shape, allow_negative_indices):
         idtype = dtype if python_int(i) else core.get_aval(i).dtype
         static = python_int(i) or isinstance(i, np.integer)
-        if static or (not isinstance(i, core.Tracer) and idtype.kind in "iu"
+        if static or (not isinstance(i, core.Tracer) and dtypes.kind(idtype) in "iu"
                       and core.get_aval(i).ndim == 0):
             # a concrete index: wrap it now rather than with staged operations
             v = int(i) if static else int(core.to_numpy(i))
@@ -299,7 +299,7 @@ def _dynamic_slice_indices(operand, start_indices, allow_negative_indices):
                                  f"allow_negative_indices=False")
             out.append(convert_element_type(v, idtype))
             continue
-        if allow and idtype.kind == "i":
+        if allow and dtypes.kind(idtype) == "i":
             size = convert_element_type(d, idtype)
             i = select(lt(i, convert_element_type(0, idtype)), add(i, size), i)
         out.append(i)

@@ -59,10 +59,18 @@ def _sort_abstract_eval(*avals, dimension, is_stable, num_keys):
     return list(avals)
 
 
+def _sortable(keys):
+    """Keys NumPy sorts as JAX does: ml_dtypes' sorts put NaNs first, so its floats
+    (bfloat16, the float8s) sort as their exact float32 values."""
+    if dtypes.kind(keys.dtype) == "f" and keys.dtype.itemsize < 4:
+        return keys.astype(np.float32)
+    return keys
+
+
 def _sort_impl(*operands, dimension, is_stable, num_keys):
     # Always stable, so that sorts sharing keys (primal, tangents, cotangents) agree. NumPy
     # orders NaNs last and treats -0.0 and 0.0 as equal, as JAX does.
-    keys = [np.moveaxis(k, dimension, -1) for k in operands[:num_keys]]
+    keys = [_sortable(np.moveaxis(k, dimension, -1)) for k in operands[:num_keys]]
     if num_keys == 1:
         perm = np.argsort(keys[0], axis=-1, kind="stable")
     else:
@@ -160,9 +168,9 @@ def sort_key_val(keys, values, dimension=-1, is_stable=True):
 def _total_order_key(x):
     """Integer keys ordered as XLA's total order of ``x``'s values: -NaN < -inf < ... < -0.0 <
     0.0 < ... < inf < NaN for floats (a sign-magnitude flip of the bits)."""
-    if x.dtype.kind == "b":
+    if dtypes.kind(x.dtype) == "b":
         return x.astype(np.uint8)
-    if x.dtype.kind in "iu":
+    if dtypes.kind(x.dtype) in "iu":
         return x
     bits = x.view(np.dtype(f"i{x.dtype.itemsize}"))
     return bits ^ ((bits >> (8 * x.dtype.itemsize - 1)) & np.iinfo(bits.dtype).max)
@@ -213,7 +221,7 @@ def _take_top(x, axis, k, largest):
 
 
 def _top_k_abstract_eval(operand, *, k, axis):
-    if operand.dtype.kind == "c":
+    if dtypes.kind(operand.dtype) == "c":
         raise ValueError("top_k is not compatible with complex inputs.")
     if k < 0:
         raise ValueError(f"k argument to top_k must be nonnegative, got {k}")
@@ -329,7 +337,7 @@ def _approx_top_k_abstract_eval(operand, *, k, reduction_dimension, recall_targe
     if dims[reduction_dimension] < k:
         raise ValueError(f"k must be smaller than the size of reduction_dim "
                          f"{dims[reduction_dimension]}, got {k}")
-    if operand.dtype.kind != "f":
+    if dtypes.kind(operand.dtype) != "f":
         raise ValueError("operand must be a floating type")
     dims[reduction_dimension] = approx_top_k_output_size(
         dims[reduction_dimension], len(dims), k, recall_target, aggregate_to_topk,

@@ -141,7 +141,11 @@ def _windows(xp, out_shape, window_dimensions, window_strides, window_dilation,
     """A view of ``xp`` of shape ``out_shape + window_dimensions``: element ``(o, k)`` is
     ``xp[o * stride + k * window_dilation]``."""
     span = tuple(1 + r * (k - 1) for k, r in zip(window_dimensions, window_dilation))
-    view = sliding_window_view(xp, span, writeable=writeable) if xp.ndim else xp
+    if xp.ndim:  # the bytes are windowed: NumPy cannot rebuild float8_e5m2 from its '<f1'
+        raw = np.dtype((np.void, xp.dtype.itemsize))
+        view = sliding_window_view(xp.view(raw), span, writeable=writeable).view(xp.dtype)
+    else:
+        view = xp
     index = tuple(slice(0, o * s, s) for o, s in zip(out_shape, window_strides)) + \
         tuple(slice(None, None, r) for r in window_dilation)
     return view[index] if index else view
@@ -162,7 +166,7 @@ def _size(shape):
 def _monoid_abstract_eval(name, numbers_only):
     def abstract_eval(x, *, window_dimensions, window_strides, padding, base_dilation,
                       window_dilation):
-        if numbers_only and x.dtype.kind not in "iufc":
+        if numbers_only and dtypes.kind(x.dtype) not in "iufc":
             raise TypeError(f"operand to {name} must have a number dtype, got "
                             f"{x.dtype.name}")
         shape = _window_shape(name, x, window_dimensions, window_strides, padding,

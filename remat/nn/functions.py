@@ -231,12 +231,12 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
         exp_a = exp_a * b
     sumexp = jnp.sum(exp_a, axis=dims, keepdims=keepdims, where=where)
     sign = jnp.sign(sumexp)
-    if return_sign or core.get_aval(sumexp).dtype.kind != "c":
+    if return_sign or dtypes.kind(core.get_aval(sumexp).dtype) != "c":
         sumexp = jnp.abs(sumexp)
     out = jnp.log(sumexp) + amax.astype(core.get_aval(sumexp).dtype)
     if return_sign:
         return out, sign
-    if b is not None and core.get_aval(out).dtype.kind != "c":
+    if b is not None and dtypes.kind(core.get_aval(out).dtype) != "c":
         out = jnp.where(sign < 0, np.nan, out)
     return out
 

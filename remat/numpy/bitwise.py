@@ -82,7 +82,7 @@ def _power_of_two(y, d, count):
 def _in_range(y, lo, hi):
     """``lo <= y < hi`` elementwise (``y`` an integer array)."""
     d = _dtype(y)
-    above = lax.ge(y, lax.full((), lo, d)) if d.kind == "i" or lo > 0 else \
+    above = lax.ge(y, lax.full((), lo, d)) if dtypes.kind(d) == "i" or lo > 0 else \
         lax.full(_shape(y), True, dtypes.bool_)
     return lax.bitwise_and(above, lax.lt(y, lax.full((), hi, d)))
 
@@ -108,7 +108,7 @@ def right_shift(x1, x2, /):
     _check_integer("right_shift", x)
     d = _dtype(x)
     bits = 8 * d.itemsize
-    if d.kind == "u":
+    if dtypes.kind(d) == "u":
         q = lax.div(x, _power_of_two(y, d, bits))
         return lax.select(_in_range(y, 0, bits), q, lax.full(_shape(q), 0, d))
     # signed: floor(x / 2**y), the divisor kept below the sign bit; wider shifts leave the
@@ -136,7 +136,7 @@ def bitwise_count(x, /):
         x = _convert(x, dtypes.int32)
     _check_integer("bitwise_count", x)
     d = _dtype(x)
-    if d.kind == "i":
+    if dtypes.kind(d) == "i":
         x = lax.abs(x)
     u = _unsigned(d)
     x = _convert(x, u)

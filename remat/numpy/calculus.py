@@ -185,7 +185,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         raise ValueError("xp and fp must be one-dimensional arrays of equal size")
     x, xp = _promote_dtypes_inexact(_arr(x), _arr(xp))
     (fp,) = _promote_dtypes_inexact(_arr(fp))
-    if _dtype(x).kind == "c":
+    if dtypes.kind(_dtype(x)) == "c":
         raise ValueError("jnp.interp: complex x values not supported.")
     extrapolate = []
     for name, value in (("left", left), ("right", right)):
@@ -210,7 +210,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     df = subtract(take(fp, i, mode="clip"), f_lo)
     dx = subtract(take(xp, i, mode="clip"), x_lo)
     delta = subtract(x, x_lo)
-    tiny = np.spacing(np.finfo(_dtype(xp)).eps)
+    tiny = np.spacing(dtypes.finfo(_dtype(xp)).eps)
     flat = lax.le(lax.abs(dx), lax.full((), tiny, _dtype(dx)))  # no NaN gradients there
     f = where(flat, f_lo, add(f_lo, multiply(divide(delta, where(flat, 1, dx)), df)))
     if period is None:
@@ -229,7 +229,7 @@ def unwrap(p, discont=None, axis=-1, period=2 * np.pi):
     replaced by their equivalents modulo ``period``."""
     _check_arraylike("unwrap", p)
     p, period = _promote_dtypes(_arr(p), _arr(period))
-    if _dtype(p).kind == "c":
+    if dtypes.kind(_dtype(p)) == "c":
         raise ValueError("jnp.unwrap does not support complex inputs.")
     axis = _canonicalize_axis(axis, p.ndim)
     n = _shape(p)[axis]

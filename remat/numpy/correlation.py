@@ -156,10 +156,10 @@ def corrcoef(x, y=None, rowvar=True, dtype=None):
     if not _shape(c):
         return true_divide(c, c)  # NaN for nan/nan, inf/inf and 0/0, else 1
     d = diag(c)
-    stddev = sqrt(lax.real(d)) if _dtype(d).kind == "c" else sqrt(d)
+    stddev = sqrt(lax.real(d)) if dtypes.kind(_dtype(d)) == "c" else sqrt(d)
     stddev = _convert(stddev, _dtype(c))
     c = true_divide(true_divide(c, lax.broadcast_in_dim(stddev, _shape(c), (0,))),
                     lax.broadcast_in_dim(stddev, _shape(c), (1,)))
-    if _dtype(c).kind == "c":  # each part clipped, as JAX
+    if dtypes.kind(_dtype(c)) == "c":  # each part clipped, as JAX
         return lax.complex(clip(lax.real(c), -1, 1), clip(lax.imag(c), -1, 1))
     return clip(c, -1, 1)

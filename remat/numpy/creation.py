@@ -132,7 +132,7 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
         d = _canon(dtype)
     if stop is None and step is None:
         n = np.asarray(start)
-        count = _max(int(np.ceil(n)) if n.dtype.kind in "fc" else int(n), 0)
+        count = _max(int(np.ceil(n)) if dtypes.kind(n.dtype) in "fc" else int(n), 0)
         return lax.iota(d, count)
     values = np.arange(np.asarray(start).item(), np.asarray(stop).item(),
                        None if step is None else np.asarray(step).item())

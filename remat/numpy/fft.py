@@ -206,8 +206,8 @@ def fftfreq(n, d=1.0, *, dtype=None, device=None):
     ``[0, 1, ..., n//2 - 1, -(n//2), ..., -1] / (d n)`` (``n`` odd: up to ``(n-1)//2``)."""
     _check_freq_args("fftfreq", n, d)
     out_dtype = dtypes.canonicalize_dtype(dtype or dtypes.default_float_dtype())
-    dtype = (out_dtype if out_dtype.kind in "fc" else dtypes.default_float_dtype())
-    dtype = np.finfo(dtype).dtype
+    dtype = (out_dtype if dtypes.kind(out_dtype) in "fc" else dtypes.default_float_dtype())
+    dtype = dtypes.finfo(dtype).dtype
     i = arange(n, dtype=dtype)
     k = (i + n // 2) % n - n // 2
     return (k.astype(dtype) / array(d * n, dtype=dtype)).astype(out_dtype)

@@ -112,7 +112,7 @@ def _classify(idx):
         dtype = idx.dtype
         if dtype == np.bool_:
             return (_BOOL, idx) if idx.ndim == 0 else (_BOOL_ARRAY, idx)
-        if np.issubdtype(dtype, np.integer):
+        if dtypes.issubdtype(dtype, np.integer):
             return _ARRAY, idx
         raise TypeError(f"Indexer must have integer or boolean type, got indexer with type "
                         f"{np.dtype(dtype).name}")
@@ -388,13 +388,13 @@ def _normalize_index_array(value, size, index_dtype, normalize):
     that far out-of-bounds values stay out of bounds in a narrower index dtype."""
     if not _is_traced(value):
         value = _concrete(value)
-        if normalize and value.dtype.kind == "i":
+        if normalize and dtypes.kind(value.dtype) == "i":
             value = np.where(value < 0, value + size, value)
-        if value.size and value.dtype.kind in "iu":
-            value = np.clip(value, -1 if value.dtype.kind == "i" else 0, size)
+        if value.size and dtypes.kind(value.dtype) in "iu":
+            value = np.clip(value, -1 if dtypes.kind(value.dtype) == "i" else 0, size)
         return value.astype(index_dtype)
     aval = core.get_aval(value)
-    if normalize and aval.dtype.kind == "i":
+    if normalize and dtypes.kind(aval.dtype) == "i":
         value = lax.select(lax.lt(value, 0), lax.add(value, size), value)
     if aval.dtype != index_dtype or aval.weak_type:
         value = lax.convert_element_type(value, index_dtype)
@@ -635,8 +635,8 @@ def _broadcast_to(y, shape):
 
 def _as_value(y, x_dtype):
     """The update operand: Python ints that fit become ``x``'s integer dtype (as in JAX)."""
-    if isinstance(y, int) and not isinstance(y, bool) and np.issubdtype(x_dtype, np.integer):
-        info = np.iinfo(x_dtype)
+    if isinstance(y, int) and not isinstance(y, bool) and dtypes.issubdtype(x_dtype, np.integer):
+        info = dtypes.iinfo(x_dtype)
         if info.min <= y <= info.max:
             return lax.convert_element_type(y, x_dtype)
     if isinstance(y, (list, tuple)):
@@ -737,7 +737,7 @@ def _check_integer_indices(indices):
 def _wrap_negative(indices, size):
     """Negative (signed) indices counted from the end of an axis of ``size``."""
     dtype = core.get_aval(indices).dtype
-    if dtype.kind != "i":
+    if dtypes.kind(dtype) != "i":
         return indices
     return lax.select(lax.lt(indices, lax.full_like(indices, 0)),
                       lax.add(indices, lax.full_like(indices, size)), indices)
@@ -747,7 +747,7 @@ def _floor_mod(indices, size):
     """``indices % size`` with Python's sign rule (``size`` > 0)."""
     n = lax.full_like(indices, size)
     r = lax.rem(indices, n)
-    if core.get_aval(indices).dtype.kind != "i":
+    if dtypes.kind(core.get_aval(indices).dtype) != "i":
         return r
     return lax.select(lax.lt(r, lax.full_like(r, 0)), lax.add(r, n), r)
 

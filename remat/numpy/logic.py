@@ -35,7 +35,7 @@ __all__ = [
 
 def _is_finite(x):
     """``lax.is_finite``; a complex value is finite where both its parts are."""
-    if _dtype(x).kind == "c":
+    if dtypes.kind(_dtype(x)) == "c":
         return lax.bitwise_and(lax.is_finite(lax.real(x)), lax.is_finite(lax.imag(x)))
     return lax.is_finite(x)
 
@@ -84,12 +84,19 @@ def signbit(x, /):
     """Whether the sign bit is set (``-0.0`` counts as negative)."""
     x = _one_arg("signbit", x)
     d = _dtype(x)
-    if d == dtypes.bool_ or d.kind == "u":
+    if d == dtypes.bool_ or dtypes.kind(d) == "u":
         return lax.full(_shape(x), False, dtypes.bool_)
     x = _convert(x, d)
     zero = _scalar_like(x, 0)
-    if d.kind in "i":
+    if dtypes.kind(d) in "i":
         return lax.lt(x, zero)
+    bits = dtypes.itemsize_bits(d)
+    if dtypes.kind(d) == "f" and bits in (8, 16, 32, 64):  # the sign bit itself, as JAX
+        unsigned = np.dtype(f"uint{bits}")
+        top = lax.shift_right_logical(lax.bitcast_convert_type(x, unsigned),
+                                      lax.full((), bits - 1, unsigned))
+        return lax.ne(top, lax.full((), 0, unsigned))
+    # 4- and 6-bit floats: -0.0 is the zero whose reciprocal is negative
     neg_zero = lax.bitwise_and(lax.eq(x, zero), lax.lt(lax.div(_scalar_like(x, 1), x), zero))
     return lax.bitwise_or(lax.lt(x, zero), neg_zero)
 
@@ -169,7 +176,7 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
         return _convert(lax.eq(*_bcast_pair(a, b)), dtypes.bool_)
     a, b = _convert(a, d), _convert(b, d)
     a, b = _bcast_pair(a, b)
-    tol_d = np.finfo(d).dtype if d.kind == "c" else d  # |a - b| of complex values is real
+    tol_d = dtypes.finfo(d).dtype if dtypes.kind(d) == "c" else d  # |a - b| of complex: real
     rtol_, atol_ = lax.convert_element_type(rtol, tol_d), lax.convert_element_type(atol, tol_d)
     close = lax.le(lax.abs(lax.sub(a, b)), lax.add(atol_, lax.mul(rtol_, lax.abs(b))))
     finite = lax.bitwise_and(_is_finite(a), _is_finite(b))

@@ -169,7 +169,7 @@ def delete(arr, obj, axis=None, *, assume_unique_indices=False):
         keep[obj] = False
         return _take_static(a, np.flatnonzero(keep), axis)
     if not hasattr(obj, "aval") and np.ndim(obj) == 0 and \
-            np.asarray(obj).dtype.kind in "iu":
+            dtypes.kind(np.asarray(obj).dtype) in "iu":
         i = _canonicalize_axis(int(obj), n)
         return concatenate([_slice_axis(a, axis, 0, i), _slice_axis(a, axis, i + 1, n)], axis)
     _check_arraylike("delete", obj)
@@ -177,7 +177,7 @@ def delete(arr, obj, axis=None, *, assume_unique_indices=False):
     if dtypes.is_integer(_dtype(obj_arr)) and assume_unique_indices:
         return _delete_unique(a, ravel(obj_arr), axis)
     concrete = np.asarray(core.concrete_or_error(obj, "'obj' array argument of jnp.delete()"))
-    if concrete.dtype.kind in "iu":
+    if dtypes.kind(concrete.dtype) in "iu":
         keep = np.ones(n, dtype=bool)
         keep[concrete] = False
     elif concrete.dtype == np.bool_:

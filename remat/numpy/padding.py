@@ -33,7 +33,7 @@ __all__ = [
 
 def _pad_widths(pad_width, nd):
     pw = np.asarray(core.concrete_or_error(pad_width, "pad_width must be static"))
-    if pw.dtype.kind not in "iu":
+    if dtypes.kind(pw.dtype) not in "iu":
         if pw.size and not np.all(pw == np.round(pw)):
             raise TypeError(f"pad_width must be of integral type, got {pad_width}")
         pw = pw.astype(np.int64)

@@ -34,8 +34,8 @@ __all__ = [
 
 
 def _complex_dtype(d):
-    real = np.dtype(d) if np.dtype(d).kind in "fc" else dtypes.default_float_dtype()
-    if real.kind == "c":
+    real = np.dtype(d) if dtypes.kind(np.dtype(d)) in "fc" else dtypes.default_float_dtype()
+    if dtypes.kind(real) == "c":
         return real
     return dtypes.canonicalize_dtype(dtypes.complex128 if real == dtypes.float64
                                      else dtypes.complex64)
@@ -118,7 +118,7 @@ def polydiv(u, v, *, trim_leading_zeros=False):
     q = lax.full((1,), 0, d) if not quotient else \
         lax.concatenate([lax.reshape(f, (1,)) for f in quotient], 0)
     if trim_leading_zeros:
-        tol = float(np.sqrt(np.finfo(d).eps))
+        tol = float(np.sqrt(dtypes.finfo(d).eps))
         values = np.abs(np.asarray(core.concrete_or_error(
             u, "The error arose in polydiv with trim_leading_zeros=True.")))
         big = np.flatnonzero(values >= tol)
@@ -197,7 +197,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     if _shape(x)[0] != _shape(y)[0]:
         raise TypeError("expected x and y to have same length")
     if rcond is None:
-        rcond = _shape(x)[0] * float(np.finfo(_dtype(_promote_dtypes_inexact(x)[0])).eps)
+        rcond = _shape(x)[0] * float(dtypes.finfo(_dtype(_promote_dtypes_inexact(x)[0])).eps)
     rcond = float(core.concrete_or_error(rcond, "rcond must be float"))
     lhs, rhs = vander(x, order), y
     if w is not None:

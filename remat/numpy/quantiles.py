@@ -54,7 +54,7 @@ def _quantile(name, a, q, axis, method, keepdims, ignore_nan, weights):
     _check_arraylike(name, a, q)
     a, q = _arr(a), _arr(q)
     d = _to_inexact_dtype(_dtype(a))
-    if d.kind == "c":
+    if dtypes.kind(d) == "c":
         raise ValueError("quantile does not support complex input, as the operation is "
                          "poorly defined.")
     if q.ndim > 1:
@@ -62,7 +62,7 @@ def _quantile(name, a, q, axis, method, keepdims, ignore_nan, weights):
     if weights is not None:
         _check_arraylike(name, weights)
         weights = _arr(weights)
-        if _dtype(weights).kind == "c":
+        if dtypes.kind(_dtype(weights)) == "c":
             raise ValueError("Weights cannot be complex types.")
         if method != "inverted_cdf":
             raise NotImplementedError(f"{method} doesn't support weights. Only method "

@@ -2,7 +2,7 @@
 argmin all any cumsum cumprod nansum nanmean count_nonzero average median ptp`` and friends,
 with NumPy's ``axis``/``keepdims``/``dtype``/``where``/``initial`` arguments and JAX's result
 dtypes (integer sums accumulate in the default integer, means of integers are floating point,
-float16 accumulates in float32).
+float16 and bfloat16 accumulate in float32).
 """
 
 import builtins
@@ -53,7 +53,8 @@ def _keep(x, axes, nd, keepdims):
 
 
 def _upcast_f16(d):
-    return dtypes.float32 if np.dtype(d) == dtypes.float16 else np.dtype(d)
+    """float16 and bfloat16 accumulate in float32 (as JAX; the float8s do not)."""
+    return dtypes.float32 if np.dtype(d) in (dtypes.float16, dtypes.bfloat16) else np.dtype(d)
 
 
 def _promote_integer_dtype(d):
@@ -62,9 +63,9 @@ def _promote_integer_dtype(d):
     default = dtypes.default_int_dtype()
     if d == dtypes.bool_:
         return default
-    if d.kind == "i" and d.itemsize < default.itemsize:
+    if dtypes.kind(d) == "i" and d.itemsize < default.itemsize:
         return default
-    if d.kind == "u" and d.itemsize < default.itemsize:
+    if dtypes.kind(d) == "u" and d.itemsize < default.itemsize:
         return dtypes.canonicalize_dtype(np.dtype(f"uint{default.itemsize * 8}"))
     return d
 
@@ -205,14 +206,14 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     a = _arr(a)
     axes = _reduction_axes(axis, a.ndim)
     result_dtype = _canon(dtype) if dtype is not None else _to_inexact_dtype(_dtype(a))
-    if _dtype(a).kind == "c" and result_dtype.kind != "c":
+    if dtypes.kind(_dtype(a)) == "c" and dtypes.kind(result_dtype) != "c":
         raise ValueError("jax.numpy.var does not yet support real dtype parameters when "
                          "computing the variance of an array of complex values.")
     compute = _upcast_f16(_to_inexact_dtype(result_dtype))
     x = _convert(a, compute)
     centered = lax.sub(x, broadcast_to(mean(x, axis=axes, keepdims=True, where=where),
                                        _shape(x)))
-    if compute.kind == "c":  # |x - mean|^2, real: the variance of complex values is real
+    if dtypes.kind(compute) == "c":  # |x - mean|^2, real: the variance of complex values is real
         sq = lax.real(lax.mul(centered, lax.conj(centered)))
         compute = _dtype(sq)
         result_dtype = compute if dtype is None else result_dtype
@@ -457,7 +458,7 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     _check_arraylike("median", a)
     a = _arr(a)
     d = _to_inexact_dtype(_dtype(a))
-    if d.kind == "c":  # as JAX's median, which is a quantile
+    if dtypes.kind(d) == "c":  # as JAX's median, which is a quantile
         raise ValueError("quantile does not support complex input, as the operation is "
                          "poorly defined.")
     x = _convert(a, d)

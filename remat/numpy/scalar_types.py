@@ -135,35 +135,26 @@ def can_cast(from_, to, casting="safe"):
 
 
 def issubdtype(arg1, arg2):
-    """``np.issubdtype`` that also understands remat's scalar types."""
-    return builtins.bool(np.issubdtype(_np_type(arg1), _np_type(arg2)))
+    """``np.issubdtype`` as JAX has it: remat's scalar types are NumPy's, and bfloat16, the
+    float8 formats and the small integers sit under ``floating`` / ``integer``."""
+    return dtypes.issubdtype(_np_type(arg1), _np_type(arg2))
 
 
 def isdtype(dtype, kind):
     """The array-API ``isdtype`` (kinds as strings or dtypes, or a tuple of them)."""
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    d = np.dtype(_np_type(dtype))
-    names = {"bool": "b", "signed integer": "i", "unsigned integer": "u", "integral": "iu",
-             "real floating": "f", "complex floating": "c", "numeric": "iufc"}
-    for k in kinds:
-        if isinstance(k, str):
-            if k not in names:
-                raise ValueError(f"Unrecognized data type kind: {k!r}")
-            if d.kind in names[k]:
-                return True
-        elif d == np.dtype(_np_type(k)):
-            return True
-    return False
+    kinds = tuple(map(_np_type, kind)) if isinstance(kind, tuple) else _np_type(kind)
+    return dtypes.isdtype(_np_type(dtype), kinds)
 
 
 def iinfo(int_type):
-    """Machine limits of an integer dtype (or of an array's dtype)."""
-    return np.iinfo(_value_dtype(int_type))
+    """Machine limits of an integer dtype (or of an array's dtype), int4 and friends too."""
+    return dtypes.iinfo(_value_dtype(int_type))
 
 
 def finfo(float_type):
-    """Machine limits of a floating dtype (or of an array's dtype)."""
-    return np.finfo(_value_dtype(float_type))
+    """Machine limits of a floating dtype (or of an array's dtype), bfloat16 and the float8
+    formats too."""
+    return dtypes.finfo(_value_dtype(float_type))
 
 
 def ndim(a):
@@ -201,7 +192,7 @@ def astype(x, dtype, /, *, copy=False, device=None):
 
 def iscomplexobj(x):
     """Whether ``x`` has a complex dtype."""
-    return _dtype(_arr(x)).kind == "c"
+    return dtypes.kind(_dtype(_arr(x))) == "c"
 
 
 def isrealobj(x):

@@ -104,7 +104,7 @@ def _permutation(key, x, axis, independent):
         x = jnp.asarray(x)
     aval = core.get_aval(x)
     if not aval.ndim:
-        if aval.dtype.kind not in "iu":
+        if dtypes.kind(aval.dtype) not in "iu":
             raise TypeError("x must be an integer or at least 1-dimensional")
         n = int(core.concrete_or_error(x, "argument x of jax.random.permutation()"))
         return _shuffle(key, jnp.arange(n), 0)
@@ -152,7 +152,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
             result = lax.slice_in_dim(perm, 0, n_draws, axis=0 if aval.ndim == 0 else axis)
     else:
         p = jnp.asarray(p)
-        if core.get_aval(p).dtype.kind != "f":
+        if dtypes.kind(core.get_aval(p).dtype) != "f":
             p = lax.convert_element_type(p, dtypes.default_float_dtype())
         if core.get_aval(p).shape != (n_inputs,):
             raise ValueError(f"p must be None or a 1D vector with the same size as "
@@ -280,14 +280,14 @@ def poisson(key, lam, shape=None, dtype=None):
     own), 0 where ``lam == 0``."""
     key, _ = _check_key("poisson", key)
     dtype = dtypes.canonicalize_dtype(dtypes.default_int_dtype() if dtype is None else dtype)
-    if dtype.kind not in "iu":
+    if dtypes.kind(dtype) not in "iu":
         raise ValueError(f"dtype argument to `poisson` must be an int dtype, got {dtype.name}")
     shape = _shape_of_param(lam) if shape is None else canonical_shape(shape)
     lam = lax.convert_element_type(jnp.broadcast_to(lam, shape), dtypes.float32)
     use_knuth = lax.bitwise_or(lax.ne(lam, lam), lax.lt(lam, _const(10, dtypes.float32)))
     lam_knuth = lax.select(use_knuth, lam, lax.full_like(lam, 0.0))
     lam_rejection = lax.select(use_knuth, lax.full_like(lam, 1e5), lam)
-    max_iters = dtype.type(np.iinfo(dtype).max)  # insanely conservative, as JAX
+    max_iters = dtype.type(dtypes.iinfo(dtype).max)  # insanely conservative, as JAX
     result = lax.select(use_knuth, _poisson_knuth(key, lam_knuth, shape, dtype, max_iters),
                         _poisson_rejection(key, lam_rejection, shape, dtype, max_iters))
     return lax.select(lax.eq(lam, _const(0, dtypes.float32)), lax.full_like(result, 0), result)
@@ -408,7 +408,7 @@ def binomial(key, n, p, shape=None, dtype=None):
             raise TypeError(f"binomial requires ndarray or scalar arguments, got "
                             f"{type(v)} at position {('n', 'p').index(name)}.")
     dtype = dtypes.canonicalize_dtype(dtypes.default_float_dtype() if dtype is None else dtype)
-    if dtype.kind != "f":
+    if dtypes.kind(dtype) != "f":
         raise ValueError(f"dtype argument to `binomial` must be a float dtype, got "
                          f"{dtype.name}")
     return _binomial(key, n, p, None if shape is None else canonical_shape(shape), dtype)
@@ -436,7 +436,7 @@ def _binomial(key, n, p, shape, dtype):
     count_inv = lax.select(use_inversion, count, lax.full_like(count, 0.0))
     count_btrs = lax.select(use_inversion, lax.full_like(count, 1e4), count)
     q_btrs = lax.select(use_inversion, lax.full_like(q, 0.5), q)
-    max_iters = dtype.type(np.finfo(dtype).max)
+    max_iters = dtype.type(dtypes.finfo(dtype).max)
     samples = lax.select(use_inversion,
                          _binomial_inversion(key, count_inv, q, shape, dtype, max_iters),
                          _btrs(key, count_btrs, q_btrs, shape, dtype, max_iters))
@@ -459,7 +459,7 @@ def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
                             f"{type(v)} at position {i}.")
     n, p = jnp.asarray(n), jnp.asarray(p)
     fdt = jnp.result_type(n, p)
-    if fdt.kind not in "fc":
+    if dtypes.kind(fdt) not in "fc":
         fdt = dtypes.default_float_dtype()
     n, p = lax.convert_element_type(n, fdt), lax.convert_element_type(p, fdt)
     shape = core.get_aval(p).shape if shape is None else canonical_shape(shape)

@@ -43,7 +43,7 @@ def _tiny_uniform(key, shape, dtype):
     """JAX's ``uniform(minval=tiny, maxval=1)`` as XLA compiles it inside a jitted sampler:
     it folds ``(bits - 1) + tiny`` into ``bits + round(tiny - 1) = bits - 1``, so the draw is
     ``max(tiny, f)`` (which differs from the unfolded formula in float16)."""
-    return lax.max(_const(np.finfo(dtype).tiny, dtype), _uniform(key, shape, dtype, 0.0, 1.0))
+    return lax.max(_const(dtypes.finfo(dtype).tiny, dtype), _uniform(key, shape, dtype, 0.0, 1.0))
 
 
 def _convert(x, dtype):
@@ -66,7 +66,7 @@ def laplace(key, shape=(), dtype=None):
     """Standard Laplace values: ``sign(u) * log1p(-|u|)`` for ``u`` uniform in (-1, 1)."""
     key, _ = _check_key("laplace", key)
     dtype = _float_dtype("laplace", dtype)
-    lo = -1.0 + float(np.finfo(dtype).epsneg)
+    lo = -1.0 + float(dtypes.finfo(dtype).epsneg)
     u = _uniform(key, canonical_shape(shape), dtype, lo, 1.0)
     return lax.mul(lax.sign(u), xla_log1p_p.bind(lax.neg(lax.abs(u))))
 
@@ -83,7 +83,7 @@ def cauchy(key, shape=(), dtype=None):
     """Standard Cauchy values: ``tan(pi * (u - 1/2))`` for ``u`` uniform in [eps, 1)."""
     key, _ = _check_key("cauchy", key)
     dtype = _float_dtype("cauchy", dtype)
-    u = _uniform(key, canonical_shape(shape), dtype, float(np.finfo(dtype).eps), 1.0)
+    u = _uniform(key, canonical_shape(shape), dtype, float(dtypes.finfo(dtype).eps), 1.0)
     return lax.tan(lax.mul(_const(np.pi, dtype), lax.sub(u, _const(0.5, dtype))))
 
 
@@ -153,7 +153,7 @@ def lognormal(key, sigma=np.float32(1), shape=None, dtype=None):
     """Log-normal values: ``exp(sigma * n)`` for ``n`` standard normal (real or complex)."""
     key, _ = _check_key("lognormal", key)
     dtype = dtypes.canonicalize_dtype(dtypes.default_float_dtype() if dtype is None else dtype)
-    if dtype.kind not in "fc":
+    if dtypes.kind(dtype) not in "fc":
         raise ValueError(f"dtype argument to `lognormal` must be a float or complex dtype, "
                          f"got {dtype.name}")
     shape = _check_broadcast_shapes("lognormal", shape, sigma)

@@ -135,7 +135,7 @@ def _random_gamma_abstract_eval(keys, a, *, log_space):
     if not isinstance(keys.dtype, KeyTy):
         raise TypeError(f"random_gamma takes a key array operand, got keys.dtype="
                         f"{keys.dtype}")
-    if a.dtype.kind != "f":
+    if dtypes.kind(a.dtype) != "f":
         raise TypeError(f"random_gamma requires a floating-point a, got {a.dtype}")
     if a.shape[:keys.ndim] != keys.shape:
         raise ValueError(f"random_gamma: the keys' shape {keys.shape} must be a prefix of "
@@ -153,7 +153,7 @@ def _gamma_grad(sample, a, log_space):
     if not log_space:
         return lax.random_gamma_grad(a, sample)
     samples = lax.exp(sample)
-    tiny = lax.full_like(samples, np.finfo(core.get_aval(samples).dtype).tiny)
+    tiny = lax.full_like(samples, dtypes.finfo(core.get_aval(samples).dtype).tiny)
     samples = lax.select(lax.eq(samples, lax.full_like(samples, 0)), tiny, samples)
     return lax.div(lax.random_gamma_grad(a, samples), samples)
 
@@ -269,7 +269,7 @@ def generalized_normal(key, p, shape=(), dtype=None):
     shape = canonical_shape(shape)
     key, _ = _check_key("generalized_normal", key)
     dtype = dtypes.canonicalize_dtype(dtypes.default_float_dtype() if dtype is None else dtype)
-    if dtype.kind != "f":
+    if dtypes.kind(dtype) != "f":
         raise ValueError(f"dtype argument to `gamma` must be a float dtype, got {dtype.name}")
     return _generalized_normal(key, p, shape, dtype)
 

@@ -75,7 +75,7 @@ def _add_round_to_odd(x, y):
 
 
 def _fma_narrow(a, b, c):
-    """float16/float32: the product is exact in float64, so ``s = fl64(a * b + c)`` has one
+    """float32 and narrower: the product is exact in float64, so ``s = fl64(a * b + c)`` has one
     rounding; rounding ``s`` again to the narrow type is then correct unless ``s`` fell exactly
     on a narrow midpoint (or the result is subnormal): redo those rounding the sum to odd in
     53 bits first, which makes the second rounding exact (53 >= 2 * 24 + 2)."""
@@ -83,15 +83,28 @@ def _fma_narrow(a, b, c):
     p = np.multiply(a, b, dtype=np.float64)
     c = np.asarray(c, np.float64)
     s = p + c
-    out = s.astype(dtype)
-    info = np.finfo(dtype)
+    info = dtypes.finfo(dtype)
     drop = 52 - info.nmant  # float64 mantissa bits below the narrow type's
     low = s.view(np.uint64) & np.uint64((1 << drop) - 1)
     suspect = np.nonzero((low == np.uint64(1 << (drop - 1))) | (np.abs(s) < info.tiny))
     if suspect[0].size:
         p, c = np.broadcast_arrays(p, c)
-        out[suspect] = _add_round_to_odd(p[suspect], c[suspect]).astype(dtype)
-    return out
+        s[suspect] = _add_round_to_odd(p[suspect], c[suspect])
+    return _round_float64(s, dtype)
+
+
+def _round_float64(s, dtype):
+    """float64 values rounded once to ``dtype``. ml_dtypes converts float64 to its types
+    through float32, rounding twice; rounding to odd in float32 first keeps the second
+    rounding exact (24 >= 2 * 8 + 2 bits for bfloat16 and the float8s)."""
+    if dtype not in (np.float16, np.float32):
+        s32 = s.astype(np.float32)
+        even = (s32.view(np.uint32) & np.uint32(1)) == 0
+        fix = even & (s32.astype(np.float64) != s) & np.isfinite(s32)
+        s32[fix] = np.nextafter(s32[fix], np.where(s[fix] > s32[fix], np.inf, -np.inf)
+                                .astype(np.float32))
+        s = s32
+    return s.astype(dtype)
 
 
 def _fma_wide(a, b, c):
@@ -121,7 +134,7 @@ def _fma_np(a, b, c):
 
 def _check_float(name, *avals):
     for a in avals:
-        if a.dtype.kind != "f":
+        if dtypes.kind(a.dtype) != "f":
             raise TypeError(f"{name} does not accept dtype {a.dtype.name}. Accepted dtypes "
                             f"are subtypes of floating.")
     if len({a.dtype for a in avals}) > 1:
@@ -166,8 +179,9 @@ def _fma(a, b, c):
 def fused_mul_add(a, b, c):
     """``a * b + c`` as XLA's CPU backend computes it where the product feeds only the sum:
     one rounding (a fused multiply-add; float16 is computed in float32, where the product is
-    exact, and rounded once). Operands broadcast (NumPy rules) and take the dtype of ``c``
-    when it is an array, else of the first of ``a``, ``b`` that is one."""
+    exact, and rounded once), except in bfloat16 and the float8 formats, which XLA computes a
+    step at a time in a wider type, rounding each. Operands broadcast (NumPy rules) and take
+    the dtype of ``c`` when it is an array, else of the first of ``a``, ``b`` that is one."""
     from_arrays = [x for x in (c, a, b) if hasattr(x, "aval")]
     dtype = core.get_aval(from_arrays[0] if from_arrays else c).dtype
     a, b, c = (lax.convert_element_type(x, dtype) if hasattr(x, "aval") else _const(x, dtype)
@@ -175,6 +189,8 @@ def fused_mul_add(a, b, c):
     if dtype == dtypes.float16:
         wide = [lax.convert_element_type(x, dtypes.float32) for x in (a, b, c)]
         return lax.convert_element_type(_broadcast_op(fma_p.bind, *wide), dtype)
+    if dtype.itemsize < 4:  # bfloat16, float8: each step rounded
+        return _broadcast_op(lambda a, b, c: lax.add(lax.mul(a, b), c), a, b, c)
     return _broadcast_op(fma_p.bind, a, b, c)
 
 
@@ -396,14 +412,14 @@ def _lgamma(x):
 
 
 def _xla_kernel(fn):
-    """A NumPy impl from a float32/float64 kernel: float16 is computed in float32 and rounded
-    once at the end, as XLA's CPU backend does."""
+    """A NumPy impl from a float32/float64 kernel: float16, bfloat16 and the float8 formats are
+    computed in float32 and rounded once at the end, as XLA's CPU backend does."""
 
     def impl(x):
         shape = x.shape
         with np.errstate(all="ignore"):
-            if x.dtype == np.float16:
-                out = fn(np.atleast_1d(x).astype(np.float32)).astype(np.float16)
+            if x.dtype.itemsize < 4:
+                out = fn(np.atleast_1d(x).astype(np.float32)).astype(x.dtype)
             else:
                 out = fn(np.atleast_1d(x))
         return out.reshape(shape)

@@ -308,7 +308,7 @@ def _seed(ctor, seed):
         seed = np.int64(seed)  # JAX's rule: any int64 seed; wraps to int32 without x64
     seed = jnp.asarray(seed)
     dtype = core.get_aval(seed).dtype
-    if dtype.kind not in "iu":
+    if dtypes.kind(dtype) not in "iu":
         raise TypeError(f"PRNG key seed must be an integer; got {seed!r}")
     lo = lax.convert_element_type(seed, dtypes.uint32)
     if dtype.itemsize == 8:
@@ -460,7 +460,7 @@ def bits(key, shape=(), dtype=None):
     if dtype is None:
         dtype = dtypes.uint64 if config.enable_x64 else dtypes.uint32
     dtype = dtypes.canonicalize_dtype(dtype)
-    if dtype.kind != "u":
+    if dtypes.kind(dtype) != "u":
         raise ValueError(f"dtype argument to `bits` must be an unsigned int dtype, got "
                          f"{dtype.name}")
     return _random_bits(key, dtype.itemsize * 8, canonical_shape(shape))

@@ -26,7 +26,7 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
     key, _ = _check_key("multivariate_normal", key)
     mean, cov = jnp.asarray(mean), jnp.asarray(cov)
     common = jnp.result_type(mean, cov)
-    if common.kind not in "fc":
+    if dtypes.kind(common) not in "fc":
         common = dtypes.default_float_dtype()
     mean = lax.convert_element_type(mean, common)
     cov = lax.convert_element_type(cov, common)
@@ -35,7 +35,7 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
     if dtype is None:
         dtype = common
     dtype = dtypes.canonicalize_dtype(dtype)
-    if dtype.kind != "f":
+    if dtypes.kind(dtype) != "f":
         raise ValueError(f"dtype argument to `multivariate_normal` must be a float dtype, got "
                          f"{dtype.name}")
     if shape is not None:
@@ -95,7 +95,7 @@ def orthogonal(key, n, shape=(), dtype=None, m=None):
     shape = canonical_shape(shape)
     key, _ = _check_key("orthogonal", key)
     dtype = dtypes.canonicalize_dtype(dtypes.default_float_dtype() if dtype is None else dtype)
-    if dtype.kind not in "fc":
+    if dtypes.kind(dtype) not in "fc":
         raise ValueError(f"dtype argument to `normal` must be a float or complex dtype, got "
                          f"{dtype.name}")
     n = index(core.concrete_or_error(n, "The error occurred in jax.random.orthogonal()"))
@@ -115,7 +115,7 @@ def ball(key, d, p=2, shape=(), dtype=None):
     key, _ = _check_key("ball", key)
     dtype = dtypes.canonicalize_dtype(dtypes.default_float_dtype() if dtype is None else dtype)
     d = index(core.concrete_or_error(d, "The error occurred in jax.random.ball()"))
-    if dtype.kind != "f":
+    if dtypes.kind(dtype) != "f":
         raise ValueError(f"dtype argument to `gamma` must be a float dtype, got {dtype.name}")
     k1, k2 = _split(key, (2,))
     g = _generalized_normal(k1, p, (*shape, d), dtype)

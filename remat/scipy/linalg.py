@@ -859,7 +859,7 @@ def dft(n, scale=None, *, dtype=None):
     if scale is not None and scale not in ("sqrtn", "n"):
         raise ValueError(f"scale must be None, 'sqrtn', or 'n'; got {scale!r}.")
     dtype = dtypes.canonicalize_dtype(dtype or dtypes.default_complex_dtype())
-    if dtype.kind != "c":
+    if dtypes.kind(dtype) != "c":
         raise ValueError(f"dtype must be a complex floating-point type; got {dtype}.")
     a = jnp.arange(n).astype(dtype)
     omegas = jnp.exp(-2j * np.pi * a[:, None] * a[None, :] / n)

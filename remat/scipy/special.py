@@ -41,7 +41,7 @@ def _dtype(x):
 
 
 def _is_complex(x):
-    return _dtype(x).kind == "c"
+    return dtypes.kind(_dtype(x)) == "c"
 
 
 def _reject_complex(name, x, what="inputs"):
@@ -582,7 +582,7 @@ def _zeta_series_expansion(s, a):
     m = jnp.expand_dims(jnp.arange(2 * n, dtype=dtype), tuple(range(s.ndim)))
     s_over_a = (s_ + m) / (a_ + n)
     t1 = jnp.cumprod(s_over_a, -1)[..., ::2]
-    t1 = jnp.clip(t1, max=float(np.finfo(dtype).max))
+    t1 = jnp.clip(t1, max=float(dtypes.finfo(dtype).max))
     coefs = np.expand_dims(_BERNOULLI_DIVISORS[:n].astype(dtype), tuple(range(a.ndim)))
     return direct + integral + t0 * (0.5 + jnp.sum(t1 / coefs, -1))
 

@@ -71,7 +71,7 @@ def _clamped(i, dim):
     """A dynamic scalar index counted from the end when negative, clamped into the axis."""
     dtype = core.get_aval(i).dtype
     i = convert_element_type(i, dtype)
-    if dtype.kind == "i":
+    if dtypes.kind(dtype) == "i":
         i = select(lt(i, full((), 0, dtype)), add(i, full((), dim, dtype)),
                        i)
     return clamp(full((), 0, dtype), i, full((), max(dim - 1, 0), dtype))

@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from remat import core, exec, stages
+from remat import core, dtypes, exec, stages
 from remat.api_util import (
     TraceCache,
     abstract_leaves,
@@ -257,7 +257,7 @@ def _check_finite(name, call_jaxpr, consts, flat_args, outs):
 
     def bad(x):
         buf = np.asarray(x)
-        if buf.dtype.kind not in "fc":
+        if dtypes.kind(buf.dtype) not in "fc":
             return None
         if check_nan and np.isnan(buf).any():
             return "invalid value (nan)"

@@ -3,7 +3,7 @@ backward pass of reverse mode without the forward pass)."""
 
 import numpy as np
 
-from remat import core
+from remat import core, dtypes
 from remat.api_util import check_callable, flatten_fun_nokwargs
 from remat.interpreters import ad
 from remat.interpreters import partial_eval as pe
@@ -50,8 +50,8 @@ def linear_transpose(fun, *primals, reduce_axes=()):
     out_avals = closed.out_avals
     in_dtypes = [a.dtype for a in in_avals]
     out_dtypes = [a.dtype for a in out_avals]
-    if not (all(np.issubdtype(d, np.inexact) for d in in_dtypes + out_dtypes)
-            or all(np.issubdtype(d, np.integer) for d in in_dtypes + out_dtypes)):
+    if not (all(dtypes.issubdtype(d, np.inexact) for d in in_dtypes + out_dtypes)
+            or all(dtypes.issubdtype(d, np.integer) for d in in_dtypes + out_dtypes)):
         raise TypeError(f"linear_transpose only supports [float or complex] -> [float or "
                         f"complex], and integer -> integer functions, but got {in_dtypes} -> "
                         f"{out_dtypes}.")
