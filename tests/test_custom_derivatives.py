@@ -368,7 +368,7 @@ def test_remat_of_scan_funky_custom_jvp2():
 def test_known_custom_remat_derivative_inside_a_checkpoint():
     """A custom_remat's JVP that depends on nothing being differentiated is split by the
     policy like any known call (the split reaches known calls now), not taken for a tangent."""
-    from remat.custom_remat_rules import custom_remat
+    from remat.checkpointing.custom_remat import custom_remat
 
     sin = custom_remat(jnp.sin, lambda _, x: (jnp.sin(x), jnp.cos(x)),
                        lambda cos_x, x: (jnp.sin(x), cos_x), lambda cos_x, g: (cos_x * g,))
