@@ -45,7 +45,6 @@ import weakref
 from typing import NamedTuple
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from remat import core
 from remat.core import ClosedJaxpr, Literal, Var
@@ -53,6 +52,9 @@ from remat.exec.peaks import nbytes, plan_peaks, sub_jaxprs
 from remat.exec.plan import Plan
 from remat.interpreters import ad
 from remat.interpreters import partial_eval as pe
+from remat.runtime.lazy_imports import LazyModule
+
+optimize = LazyModule("scipy.optimize")
 
 __all__ = ["MemoryBudget", "memory_budget", "SavedEquations", "Resolution", "default_cost",
            "solve_ilp", "recompute_cost", "recording", "ILP_MAX_CANDIDATES"]
@@ -200,15 +202,15 @@ def solve_ilp(nbytes_, costs, needed, parents, limit):
         for j in parents[i]:
             row([(j, 1), (n + j, 1), (n + i, -1)], 0)
     budget_row = np.concatenate([np.asarray(nbytes_, float), np.zeros(n)])
-    constraints = [LinearConstraint(budget_row, -np.inf, float(limit))]
+    constraints = [optimize.LinearConstraint(budget_row, -np.inf, float(limit))]
     if rows:
-        constraints.append(LinearConstraint(np.array(rows), np.array(lower), np.inf))
+        constraints.append(optimize.LinearConstraint(np.array(rows), np.array(lower), np.inf))
     scale = max(max(costs), 1e-30)
     # ties: fewer saved bytes (a tie-break far below any cost difference)
     tie = 1e-9 / max(sum(nbytes_), 1)
     c = np.concatenate([np.asarray(nbytes_, float) * tie, np.asarray(costs, float) / scale])
-    result = milp(c, constraints=constraints, integrality=np.ones(2 * n),
-                  bounds=Bounds(0, 1))
+    result = optimize.milp(c, constraints=constraints, integrality=np.ones(2 * n),
+                           bounds=optimize.Bounds(0, 1))
     if result.x is None:
         return None
     return frozenset(i for i in range(n) if result.x[i] > 0.5)

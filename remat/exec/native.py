@@ -31,11 +31,9 @@ from remat.config import config
 from remat.exec.loop_source import Unsupported, scan_source, while_source
 from remat.exec.passes import optimize_jaxpr
 from remat.interpreters.partial_eval import convert_constvars_jaxpr
+from remat.runtime.lazy_imports import LazyModule, installed
 
-try:
-    import numba
-except ImportError:  # the tier is off without numba
-    numba = None
+numba = LazyModule("numba") if installed("numba") else None  # the tier is off without it
 
 HOT_SECONDS = float(os.environ.get("REMAT_NATIVE_HOT_SECONDS", "0.25"))
 CACHE_DIR = Path(os.environ.get("REMAT_CACHE_DIR", Path.home() / ".cache" / "remat")) / "native"

@@ -27,11 +27,9 @@ from remat.exec.loop_source import CLUSTER_MAX_ELEMENTS, Unsupported, elementwis
 from remat.exec.native_rules import index_remap
 from remat.exec.steps import BUFFERLESS, VIEWS, Step, donatable, release
 from remat.runtime import memory
+from remat.runtime.lazy_imports import LazyModule, installed
 
-try:
-    import numba
-except ImportError:
-    numba = None
+numba = LazyModule("numba") if installed("numba") else None  # the tier is off without it
 
 MIN_COMPUTING = 3  # fewer steps cost less than the kernel's call (about 5 us on tiny arrays)
 MIN_PAIR_ELEMENTS = 1 << 15  # from this size two steps (one pass saved) pay for the call

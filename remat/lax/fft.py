@@ -12,7 +12,6 @@ import enum
 import math
 
 import numpy as np
-import scipy.fft
 
 from remat import core, dtypes
 from remat.core import ShapedArray
@@ -21,6 +20,9 @@ from remat.lax.complex_parts import conj
 from remat.lax.elementwise import convert_element_type, div, mul
 from remat.lax.shape import broadcast_in_dim, full
 from remat.lax.standard import standard_primitive
+from remat.runtime.lazy_imports import LazyModule
+
+scipy_fft = LazyModule("scipy.fft")
 
 __all__ = ["FftType", "fft", "fft_p"]
 
@@ -93,12 +95,12 @@ def _fft_abstract_eval(x, *, fft_type, fft_lengths):
 def _fft_impl(x, *, fft_type, fft_lengths):
     axes = tuple(range(x.ndim - len(fft_lengths), x.ndim))
     if fft_type == FftType.FFT:
-        return scipy.fft.fftn(x, axes=axes)
+        return scipy_fft.fftn(x, axes=axes)
     if fft_type == FftType.IFFT:
-        return scipy.fft.ifftn(x, axes=axes)
+        return scipy_fft.ifftn(x, axes=axes)
     if fft_type == FftType.RFFT:
-        return scipy.fft.rfftn(x, axes=axes)
-    return scipy.fft.irfftn(x, s=fft_lengths, axes=axes)
+        return scipy_fft.rfftn(x, axes=axes)
+    return scipy_fft.irfftn(x, s=fft_lengths, axes=axes)
 
 
 fft_p = standard_primitive("fft", _fft_impl, _fft_abstract_eval)

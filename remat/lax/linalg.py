@@ -15,8 +15,6 @@ rather than an exception. ``lu_solve`` solves with an LU factorization; it is wh
 import enum
 
 import numpy as np
-import scipy.linalg
-from scipy.linalg import blas, lapack
 
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
@@ -37,6 +35,7 @@ from remat.lax.linalg_common import (
     eye_like,
     inverse_permutation,
     is_complex,
+    lapack,
     lapack_input,
     matmul,
     matrix_const,
@@ -48,6 +47,7 @@ from remat.lax.linalg_common import (
     real,
     real_dtype,
     scalar_like,
+    scipy_linalg,
     shape_of,
     symmetrize,
     tril,
@@ -81,6 +81,9 @@ from remat.lax.shape import (
 from remat.lax.slicing import slice_in_dim
 from remat.lax.standard import INEXACT, check_dtype, standard_primitive
 from remat.runtime import parallel
+from remat.runtime.lazy_imports import LazyModule
+
+blas = LazyModule("scipy.linalg.blas")
 
 # JAX's ``jax.lax`` namespace has none of these names: they are ``remat.lax.linalg.<name>``.
 __all__ = []
@@ -242,7 +245,7 @@ def _eig_one(a, left, right):
     """geev on one matrix or a batch: ``(w, vl?, vr?)``, complex."""
     dtype = complex_dtype(a.dtype)
     if left:  # SciPy's geev gives left eigenvectors one matrix at a time
-        w, vl, vr = scipy.linalg.eig(a, left=True, right=True, check_finite=False)
+        w, vl, vr = scipy_linalg.eig(a, left=True, right=True, check_finite=False)
         outs = (w, vl, vr) if right else (w, vl)
     elif right:
         outs = tuple(np.linalg.eig(a))
@@ -489,7 +492,7 @@ def _qr_impl(x, *, pivoting, full_matrices, use_magma):
         r = np.empty((*batch, k, n), x.dtype)
         p = np.empty((*batch, n), np.int32)
         for idx in np.ndindex(*batch):
-            q[idx], r[idx], p[idx] = scipy.linalg.qr(
+            q[idx], r[idx], p[idx] = scipy_linalg.qr(
                 x[idx], mode="full" if full_matrices else "economic", pivoting=True,
                 check_finite=False)
         return [q, r, p]

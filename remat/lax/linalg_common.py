@@ -5,7 +5,6 @@ the abstract evals, and the LAPACK plumbing of the impls (batches, half precisio
 failure)."""
 
 import numpy as np
-from scipy.linalg import lapack
 
 from remat import core, dtypes
 from remat.interpreters import batching
@@ -27,6 +26,10 @@ from remat.lax.slicing import slice_in_dim
 from remat.lax.sorting import sort_key_val
 from remat.lax.standard import INEXACT, check_dtype
 from remat.runtime import parallel
+from remat.runtime.lazy_imports import LazyModule
+
+scipy_linalg = LazyModule("scipy.linalg")
+lapack = LazyModule("scipy.linalg.lapack")
 
 # --- matrix operations on lax values -----------------------------------------------------------
 

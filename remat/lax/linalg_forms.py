@@ -5,8 +5,6 @@ its JVP, transpose (it is linear in the right-hand side) and batching rules.
 """
 
 import numpy as np
-import scipy.linalg
-from scipy.linalg import lapack
 
 from remat import dtypes
 from remat.core import ShapedArray
@@ -18,10 +16,12 @@ from remat.lax.linalg_common import (
     check_rank,
     check_square,
     dtype_of,
+    lapack,
     lapack_input,
     lapack_loop,
     ndim_of,
     real_dtype,
+    scipy_linalg,
     shape_of,
 )
 from remat.lax.shape import concatenate, full, reshape
@@ -184,7 +184,7 @@ def _schur_impl(x, *, compute_schur_vectors, sort_eig_vals, select_callable):
     sort = select_callable if sort_eig_vals else None
     with parallel.blas_threads():
         for idx in np.ndindex(x.shape[:-2]):
-            res = scipy.linalg.schur(x[idx], output=output, sort=sort, check_finite=False)
+            res = scipy_linalg.schur(x[idx], output=output, sort=sort, check_finite=False)
             t[idx], z[idx] = res[0], res[1]
     return [t, z] if compute_schur_vectors else [t]
 

@@ -11,7 +11,6 @@ These are not ``jax.lax`` names, so ``remat.lax`` does not export them.
 import math
 
 import numpy as np
-import scipy.special as sc
 
 from remat import core, dtypes
 from remat.core import ShapedArray
@@ -36,7 +35,7 @@ from remat.lax.elementwise import (
     sub,
 )
 from remat.lax.shape import full_like
-from remat.lax.special import float64_kernel
+from remat.lax.special import float64_kernel, sc, scipy_kernel
 from remat.lax.special_functions import defjvp_elementwise, elementwise_primitive
 from remat.lax.standard import (
     FLOAT,
@@ -46,6 +45,7 @@ from remat.lax.standard import (
     check_same_dtypes,
     standard_primitive,
 )
+from remat.runtime.lazy_imports import lazy_function
 
 _EPS64 = np.finfo(np.float64).eps
 
@@ -64,9 +64,9 @@ def _gamma_kernel(x):
 
 
 gamma_p = elementwise_primitive("gamma", float64_kernel(_gamma_kernel), 1, INEXACT)
-loggamma_p = elementwise_primitive("loggamma", float64_kernel(sc.loggamma), 1,
+loggamma_p = elementwise_primitive("loggamma", scipy_kernel("loggamma"), 1,
                                    ("complexfloating",))
-psi_p = elementwise_primitive("psi", float64_kernel(sc.psi), 1, ("complexfloating",))
+psi_p = elementwise_primitive("psi", scipy_kernel("psi"), 1, ("complexfloating",))
 
 
 def _complex_hurwitz_zeta(s, z):
@@ -115,7 +115,7 @@ ad.defjvp(complex_polygamma_p,
 
 # --- beta, Pochhammer ---------------------------------------------------------------------
 
-betaln_p = elementwise_primitive("betaln", float64_kernel(sc.betaln), 2)
+betaln_p = elementwise_primitive("betaln", scipy_kernel("betaln"), 2)
 defjvp_elementwise(
     betaln_p,
     lambda g, a, b: mul(g, sub(digamma(a), digamma(add(a, b)))),
@@ -135,26 +135,26 @@ defjvp_elementwise(
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
-dawsn_p = elementwise_primitive("dawsn", float64_kernel(sc.dawsn), 1)
+dawsn_p = elementwise_primitive("dawsn", scipy_kernel("dawsn"), 1)
 defjvp_elementwise(
     dawsn_p, lambda g, ans, x: mul(g, sub(_const(x, 1.0),
                                                   mul(_const(x, 2.0), mul(x, ans)))),
     with_output=True)
 
-erfcx_p = elementwise_primitive("erfcx", float64_kernel(sc.erfcx), 1, INEXACT)
+erfcx_p = elementwise_primitive("erfcx", scipy_kernel("erfcx"), 1, INEXACT)
 defjvp_elementwise(
     erfcx_p, lambda g, ans, x: mul(g, sub(mul(_const(x, 2.0), mul(x, ans)),
                                                   _const(x, _TWO_OVER_SQRT_PI))),
     with_output=True)
 
-wofz_p = elementwise_primitive("wofz", float64_kernel(sc.wofz), 1, ("complexfloating",))
+wofz_p = elementwise_primitive("wofz", scipy_kernel("wofz"), 1, ("complexfloating",))
 defjvp_elementwise(
     wofz_p, lambda g, ans, z: mul(g, add(neg(mul(_const(z, 2.0),
                                                                  mul(z, ans))),
                                                  _const(z, 1j * _TWO_OVER_SQRT_PI))),
     with_output=True)
 
-ndtri_p = elementwise_primitive("ndtri", float64_kernel(sc.ndtri), 1)
+ndtri_p = elementwise_primitive("ndtri", scipy_kernel("ndtri"), 1)
 defjvp_elementwise(
     ndtri_p, lambda g, ans, p: mul(g, mul(
         _const(p, math.sqrt(2 * math.pi)), exp(mul(_const(p, 0.5), square(ans))))),
@@ -175,13 +175,13 @@ def _owens_t_da(g, h, a):
                               mul(_const(a, 2 * math.pi), one_a2)))
 
 
-owens_t_p = elementwise_primitive("owens_t", float64_kernel(sc.owens_t), 2)
+owens_t_p = elementwise_primitive("owens_t", scipy_kernel("owens_t"), 2)
 defjvp_elementwise(owens_t_p, _owens_t_dh, _owens_t_da)
 
 
 # --- exponential and trigonometric integrals, dilogarithm ----------------------------------
 
-expi_p = elementwise_primitive("expi", float64_kernel(sc.expi), 1)
+expi_p = elementwise_primitive("expi", scipy_kernel("expi"), 1)
 defjvp_elementwise(expi_p, lambda g, x: mul(g, div(exp(x), x)))
 
 
@@ -237,8 +237,8 @@ def _unary_pair_primitive(name, kernel):
     return prim
 
 
-sici_p = _unary_pair_primitive("sici", sc.sici)
-fresnel_p = _unary_pair_primitive("fresnel", sc.fresnel)
+sici_p = _unary_pair_primitive("sici", lazy_function(sc, "sici"))
+fresnel_p = _unary_pair_primitive("fresnel", lazy_function(sc, "fresnel"))
 
 
 def _sici_jvp(primals, tangents):
@@ -317,10 +317,10 @@ def _hyp2f1_dc(a, b, c, x):
                              lambda k, a, b, c, x: sc.psi(c) - sc.psi(c + k), a, b, c, x)
 
 
-hyp1f1_p = elementwise_primitive("hyp1f1", float64_kernel(sc.hyp1f1), 3)
+hyp1f1_p = elementwise_primitive("hyp1f1", scipy_kernel("hyp1f1"), 3)
 hyp1f1_da_p = elementwise_primitive("hyp1f1_da", float64_kernel(_hyp1f1_da), 3)
 hyp1f1_db_p = elementwise_primitive("hyp1f1_db", float64_kernel(_hyp1f1_db), 3)
-hyp2f1_p = elementwise_primitive("hyp2f1", float64_kernel(sc.hyp2f1), 4)
+hyp2f1_p = elementwise_primitive("hyp2f1", scipy_kernel("hyp2f1"), 4)
 hyp2f1_da_p = elementwise_primitive("hyp2f1_da", float64_kernel(_hyp2f1_da), 4)
 hyp2f1_db_p = elementwise_primitive("hyp2f1_db", float64_kernel(_hyp2f1_db), 4)
 hyp2f1_dc_p = elementwise_primitive("hyp2f1_dc", float64_kernel(_hyp2f1_dc), 4)
@@ -346,7 +346,7 @@ defjvp_elementwise(
 
 # --- Bessel functions of the first kind, spherical harmonics -------------------------------
 
-bessel_jv_p = elementwise_primitive("bessel_jv", float64_kernel(sc.jv), 2)
+bessel_jv_p = elementwise_primitive("bessel_jv", scipy_kernel("jv"), 2)
 
 
 def _bessel_jv_dv(g, v, z):

@@ -26,7 +26,10 @@ zeta         SciPy's Hurwitz zeta: NaN for x < 1, +inf at x = 1 and at the poles
 import functools
 
 import numpy as np
-import scipy.special as sc
+
+from remat.runtime.lazy_imports import LazyModule, lazy_function
+
+sc = LazyModule("scipy.special")
 
 _EPS64 = np.finfo(np.float64).eps
 _LOG_MAX64 = float(np.log(np.finfo(np.float64).max))
@@ -48,10 +51,16 @@ def float64_kernel(f):
     return wrapper
 
 
+def scipy_kernel(name):
+    """``float64_kernel`` of ``scipy.special``'s function ``name``, SciPy imported at its first
+    call."""
+    return float64_kernel(lazy_function(sc, name))
+
+
 # --- error function -----------------------------------------------------------------------
 
-erf = float64_kernel(sc.erf)
-erfc = float64_kernel(sc.erfc)
+erf = scipy_kernel("erf")
+erfc = scipy_kernel("erfc")
 
 
 @float64_kernel
@@ -115,8 +124,8 @@ def polygamma(m, x):
     return np.where(valid, out, np.nan)
 
 
-igamma = float64_kernel(sc.gammainc)
-igammac = float64_kernel(sc.gammaincc)
+igamma = scipy_kernel("gammainc")
+igammac = scipy_kernel("gammaincc")
 
 
 # --- derivatives of the incomplete gamma function (ported from JAX's lax/special.py) ------
@@ -226,7 +235,7 @@ def random_gamma_grad(a, x):
 
 # --- beta, zeta, Bessel ---------------------------------------------------------------------
 
-betainc = float64_kernel(sc.betainc)
-zeta = float64_kernel(sc.zeta)
-bessel_i0e = float64_kernel(sc.i0e)
-bessel_i1e = float64_kernel(sc.i1e)
+betainc = scipy_kernel("betainc")
+zeta = scipy_kernel("zeta")
+bessel_i0e = scipy_kernel("i0e")
+bessel_i1e = scipy_kernel("i1e")

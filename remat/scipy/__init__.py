@@ -1,6 +1,7 @@
 """``remat.scipy``: SciPy functions with JAX's names, signatures and dtype rules, every one
-traceable and differentiable (``jax.scipy``'s counterpart)."""
+traceable and differentiable (``jax.scipy``'s counterpart). Each submodule is imported at its
+first use, as JAX's are."""
 
-from remat.scipy import linalg, special, stats
+from remat.runtime.lazy_imports import lazy_submodules
 
-__all__ = ["linalg", "special", "stats"]
+__getattr__, __dir__, __all__ = lazy_submodules(__name__, ["linalg", "special", "stats"])

@@ -13,12 +13,12 @@ import math
 import operator
 
 import numpy as np
-import scipy.special as sc
 
 from remat import core, dtypes, lax
 from remat import numpy as jnp
 from remat.custom_derivatives import custom_jvp
 from remat.lax import scipy_special_primitives as prims
+from remat.lax.special import sc
 from remat.nn import log_softmax as _nn_log_softmax
 from remat.nn import logsumexp
 from remat.nn import softmax as _nn_softmax
