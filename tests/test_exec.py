@@ -1,7 +1,6 @@
 """The jit executor: passes (inlining, constant folding, CSE with barriers, DCE), buffer reuse
 that never corrupts values, and freeing at last use."""
 
-import contextlib
 import gc
 
 import numpy as np
@@ -177,7 +176,7 @@ def test_an_error_raised_while_a_plan_runs_frees_its_buffers(fun, interpreted):
     from remat.exec import plan as exec_plan
 
     x = jnp.ones(1000)
-    with exec_plan.interpreted() if interpreted else contextlib.nullcontext():
+    with exec_plan.interpreted() if interpreted else exec_plan.generated():
         jitted = remat.jit(fun)
         jitted.lower(x)  # (tracing holds its Python scalars as tiny Arrays)
         gc.collect()
@@ -194,7 +193,7 @@ def test_an_error_raised_while_a_plan_runs_names_the_users_line(interpreted):
     names its own line and its body's (from the loop kernel, or the body's plan)."""
     from remat.exec import plan as exec_plan
 
-    with exec_plan.interpreted() if interpreted else contextlib.nullcontext():
+    with exec_plan.interpreted() if interpreted else exec_plan.generated():
         with pytest.raises(ValueError, match="above 3") as info:
             remat.jit(_calls_back)(jnp.ones(3))
         line = _line_of(_calls_back, "the line the note names")
@@ -245,3 +244,34 @@ def test_a_products_transpose_is_folded_into_the_product():
                                                                    (1, 2, 0)), x, three)
     np.testing.assert_allclose(np.asarray(fun(x, three)),
                                np.transpose(np.tensordot(x, three, 1), (1, 2, 0)), rtol=1e-5)
+
+
+def test_a_plan_generates_its_code_once_it_is_hot(monkeypatch):
+    """Plans are tiered (issue 34.1): the first runs go step by step, and the code is
+    generated only once the time spent there reaches what generating it costs; both tiers give
+    the same bits."""
+    from remat.exec import codegen
+    from remat.exec import plan as exec_plan
+
+    def f(x):
+        for _ in range(20):
+            x = jnp.tanh(x) * 1.5 + x
+        return x
+
+    x = np.linspace(-1.0, 1.0, 7, dtype=np.float32)
+    jitted = remat.jit(f)
+    plan = plan_for(jitted.lower(x).jaxpr)
+    estimate = codegen.compile_seconds(plan.steps)
+    assert estimate > 0
+    compiled = []
+    monkeypatch.setattr(exec_plan, "compile_steps",
+                        lambda p: compiled.append(p) or codegen.compile_steps(p))
+    first = np.asarray(jitted(x))
+    assert compiled == [] and plan._generated is None  # a run once never pays for code
+    while not compiled:
+        assert np.array_equal(np.asarray(jitted(x)), first)
+    assert compiled == [plan] and plan._interpreted_seconds >= estimate
+    assert np.array_equal(np.asarray(jitted(x)), first)  # the generated tier
+    assert len(compiled) == 1
+    with exec_plan.interpreted():
+        assert np.array_equal(np.asarray(jitted(x)), first)

@@ -4,5 +4,5 @@ elementwise steps into cache-sized tiles (``fusion``) and splitting large steps 
 executor's worker threads (``parallel``)."""
 
 from remat.runtime.parallel import session
-from remat.exec.plan import Plan, evaluate, interpreted, plan_for, prepared
+from remat.exec.plan import Plan, evaluate, generated, interpreted, plan_for, prepared
 from remat.exec.passes import cse_jaxpr, optimize_jaxpr

@@ -35,7 +35,7 @@ def _kernel(loop):
     the plans must run it step by step (no kernel for the body, a memory timeline being
     recorded, or the interpreter asked for)."""
     if loop is None or loop.python is None or memory._recorder is not None or \
-            plan._interpreting:
+            plan._tier == "interpreted":
         return None
     return loop.ready() or loop.python
 

@@ -247,6 +247,12 @@ def wait():
             loop.thread.join()
 
 
+def is_eager():
+    """Whether native forms compile at their first run (inside ``eager``): plans then generate
+    their code at their first run too, so that their clusters run natively at once."""
+    return _synchronous
+
+
 @contextlib.contextmanager
 def eager():
     """Inside, a loop with a native form compiles at its first run, before it returns (tests)."""

@@ -1,6 +1,12 @@
 """Prepared execution plans: a jaxpr compiled once into a list of steps over numbered slots,
 run on NumPy buffers with each buffer freed (and released from memory accounting) right
-after its last use."""
+after its last use.
+
+Plans run in two tiers. A new plan runs step by step; once the time it has spent there
+reaches what generating its code would cost (``codegen.compile_seconds``), its steps become
+one generated function (``codegen.compile_steps``), which runs every later call. A plan that
+runs once (a first call, a one-off ``jit``) never pays for code it would not reuse, and the
+total time of any plan is at most about twice what it would be had it known its future."""
 
 import contextlib
 import time
@@ -11,7 +17,7 @@ import numpy as np
 from remat import source_info
 from remat.core import Literal
 from remat.exec import native
-from remat.exec.codegen import compile_steps, raising_step
+from remat.exec.codegen import compile_seconds, compile_steps, raising_step
 from remat.exec.fusion import FusedStep, cluster_elementwise, fuse_steps
 from remat.exec.native_clusters import native_clusters
 from remat.exec.passes import optimize_jaxpr
@@ -68,7 +74,8 @@ class Plan:
                           for v in jaxpr.outvars]
         self.steps = fuse_steps(steps, jaxpr.eqns, slot_avals, set(self.in_slots))
         self.num_slots = len(slot)
-        self._generated = None  # the steps as generated code, made at the first run
+        self._generated = None  # the steps as generated code, once the plan is hot
+        self._interpreted_seconds = 0.0  # spent running step by step, until then
         # With sinks (destinations for outputs, e.g. a scan's stacked ys), an output moves to
         # its sink as soon as nothing later reads it: step index -> output positions.
         last_read = {}
@@ -145,9 +152,12 @@ class Plan:
                 memory.untrack(env[s])
 
     def _steps(self, env, owned, sinks, sunk):
-        if memory._recorder is None and not _interpreting:
-            if self._generated is None:
-                self._generated = compile_steps(self)
+        if self._generated is None and memory._recorder is None and _tier != "interpreted" \
+                and (_tier == "generated" or native.is_eager()
+                     or self._interpreted_seconds >= compile_seconds(self.steps)):
+            self._generated = compile_steps(self)
+        if self._generated is not None and memory._recorder is None \
+                and _tier != "interpreted":
             start = time.perf_counter() if self._cold else None
             try:
                 self._generated(env, owned, sinks, sunk)
@@ -158,8 +168,15 @@ class Plan:
                 seconds = time.perf_counter() - start
                 self._cold = [c for c in self._cold if c.heat(seconds)]
             return
-        for index, step in enumerate(self.steps):  # a timeline is being recorded, or the
-            try:                                   # interpreter was asked for
+        start = time.perf_counter()
+        self._interpret(env, owned, sinks, sunk)
+        self._interpreted_seconds += time.perf_counter() - start
+
+    def _interpret(self, env, owned, sinks, sunk):
+        """The steps one by one (a cold plan, a timeline being recorded, or the interpreted
+        tier asked for)."""
+        for index, step in enumerate(self.steps):
+            try:
                 if sinks is not None and index in self.sink_after and \
                         type(step) is FusedStep:
                     step.execute(env, owned, self._sink_dests(index, step, sinks))
@@ -191,18 +208,28 @@ def _name_user_line(error, steps, index):
 
 
 _plans = weakref.WeakKeyDictionary()
-_interpreting = False
+_tier = None  # None: by heat; "interpreted" or "generated": that tier for every plan
 
 
 @contextlib.contextmanager
-def interpreted():
-    """Plans run step by step (not as generated code) inside: a reference for tests."""
-    global _interpreting
-    previous, _interpreting = _interpreting, True
+def _only(tier):
+    global _tier
+    previous, _tier = _tier, tier
     try:
         yield
     finally:
-        _interpreting = previous
+        _tier = previous
+
+
+def interpreted():
+    """Plans run step by step (never as generated code) inside: a reference for tests."""
+    return _only("interpreted")
+
+
+def generated():
+    """Plans run as generated code from their first run inside (the tier a hot plan runs):
+    for tests of that tier."""
+    return _only("generated")
 
 
 def plan_for(jaxpr):
