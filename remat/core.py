@@ -837,6 +837,27 @@ def safe_map(f, *lists):
 
 
 
+class _Key:
+    """Stands for the jaxpr a memoized result is keyed on, where the result holds it: a
+    cache entry whose value holds its own weak key would never be freed."""
+
+
+def _without_key(result, closed):
+    if result is closed:
+        return _Key
+    if type(result) is tuple and any(r is closed for r in result):
+        return tuple(_Key if r is closed else r for r in result)
+    return result
+
+
+def _with_key(stored, closed):
+    if stored is _Key:
+        return closed
+    if type(stored) is tuple and any(r is _Key for r in stored):
+        return tuple(closed if r is _Key else r for r in stored)
+    return stored
+
+
 def memoize_on_jaxpr(fn):
     """Cache ``fn(closed_jaxpr, *hashable_args)`` for as long as the jaxpr object lives, so
     derived jaxprs (JVP, transpose, batched, partial-eval splits) are traced once."""
@@ -851,8 +872,8 @@ def memoize_on_jaxpr(fn):
         key = tuple(tuple(a) if isinstance(a, list) else a for a in args)
         hit = per_jaxpr.get(key)
         if hit is None:
-            hit = per_jaxpr[key] = fn(closed, *args)
-        return hit
+            hit = per_jaxpr[key] = _without_key(fn(closed, *args), closed)
+        return _with_key(hit, closed)
 
     cached.__name__ = fn.__name__
     cached.__doc__ = fn.__doc__
