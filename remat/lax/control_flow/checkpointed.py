@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from remat import core, dtypes
+from remat import core, dtypes, exec
 from remat.call import recompute_whole_rule
 from remat.core import Primitive
 from remat.interpreters import ad, batching
@@ -253,7 +253,9 @@ def _impl_from(fn):
         rest = tuple((k, v) for k, v in params.items() if k != name)
         with core.set_current_trace(core.eval_trace):  # traced as the plain computation
             closed = staged(params[name], name, rest, tuple(core.get_aval(a) for a in args))
-        return core.eval_jaxpr(closed.jaxpr, closed.consts, *args)
+        # (run by the executor: its results are buffers of its own, which a caller's plan
+        # may hand over to a loop writing into them)
+        return exec.evaluate(closed, *[getattr(a, "_buf", a) for a in args])
 
     impl.__name__ = fn.__name__
     return impl
