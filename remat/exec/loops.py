@@ -122,18 +122,20 @@ def _scan(args, jaxpr, num_consts, num_carry, length, reverse, taken):
     for y in ys:
         memory.track(y)
     try:
-        loop = native.scan_loop(jaxpr, num_consts, num_carry, reverse, taken) \
+        updated = _updated_carries(jaxpr, num_consts, num_carry) if default_updates() else ()
+        loop = native.scan_loop(jaxpr, num_consts, num_carry, reverse, updated) \
             if not any(offloaded) else None
         kernel = _kernel(loop)
         if kernel is not None and length:
-            operands = [length, *jaxpr.consts, *args, *ys]
-            written = {len(operands) - 1 - i for i in range(len(ys))}
-            written.update(1 + len(jaxpr.consts) + num_consts + j for j in taken)
+            written = {1 + len(jaxpr.consts) + num_consts + j for j in updated}
+            held = _kernel_carries(carry, updated, taken)
             try:
+                operands = [length, *jaxpr.consts, *consts, *carry, *xs, *ys]
+                written.update(len(operands) - 1 - i for i in range(len(ys)))
                 out = _run_kernel(loop, kernel, _iteration_peak(
-                    jaxpr, _positions(num_consts, taken)), operands, written)
-            finally:  # (held through the kernel's run; now its result holds it)
-                _let_go([carry[j] for j in taken], [True] * len(taken))
+                    jaxpr, _positions(num_consts, updated)), operands, written)
+            finally:  # (held through the kernel's run; now its result holds them)
+                _let_go(held, [True] * len(held))
             carry = [np.asarray(c, a.dtype) for c, a in zip(out, jaxpr.out_avals[:num_carry])]
         else:
             carry = _scan_steps(jaxpr, consts, carry, xs, ys, num_carry, length, reverse, taken)
@@ -141,6 +143,19 @@ def _scan(args, jaxpr, num_consts, num_carry, length, reverse, taken):
         for y in ys:
             memory.untrack(y)
     return carry + ys
+
+
+def _kernel_carries(carry, updated, taken):
+    """Make ``carry`` (in place) what a loop kernel writes into: the ``updated`` carries the
+    loop took over as they are, the others copied (the loop's own, tracked). Returns the
+    buffers the loop holds."""
+    held = []
+    for j in updated:
+        if j not in taken:
+            carry[j] = np.array(carry[j], order="C")
+            memory.track(carry[j])
+        held.append(carry[j])
+    return held
 
 
 def _positions(first, carries):
@@ -218,19 +233,24 @@ def donating_while(offered, taken_out, *args, cond_jaxpr, body_jaxpr, cond_ncons
 
 
 def _while(args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, taken):
-    loop = native.while_loop(cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, taken)
+    num_carry = len(body_jaxpr.out_avals)
+    updated = _updated_carries(body_jaxpr, body_nconsts, num_carry) \
+        if default_updates() else ()
+    loop = native.while_loop(cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, updated)
     kernel = _kernel(loop)
     if kernel is None:
         return _while_steps(args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, taken)
     peak = max(_iteration_peak(cond_jaxpr),
-               _iteration_peak(body_jaxpr, _positions(body_nconsts, taken)))
-    operands = [*cond_jaxpr.consts, *args[:cond_nconsts], *body_jaxpr.consts,
-                *args[cond_nconsts:]]
-    first = len(operands) - len(body_jaxpr.out_avals)
+               _iteration_peak(body_jaxpr, _positions(body_nconsts, updated)))
+    carry = list(args[cond_nconsts + body_nconsts:])
+    held = _kernel_carries(carry, updated, taken)
     try:
-        out = _run_kernel(loop, kernel, peak, operands, {first + j for j in taken})
-    finally:  # (held through the kernel's run; now its result holds it)
-        _let_go([operands[first + j] for j in taken], [True] * len(taken))
+        operands = [*cond_jaxpr.consts, *args[:cond_nconsts], *body_jaxpr.consts,
+                    *args[cond_nconsts:cond_nconsts + body_nconsts], *carry]
+        first = len(operands) - num_carry
+        out = _run_kernel(loop, kernel, peak, operands, {first + j for j in updated})
+    finally:  # (held through the kernel's run; now its result holds them)
+        _let_go(held, [True] * len(held))
     return [np.asarray(c, a.dtype) for c, a in zip(out, body_jaxpr.out_avals)]
 
 

@@ -27,10 +27,10 @@ read by the executor's planner and passes: the primitives stay below the executo
   operand itself, which the executor does where the operand dies there and nothing else holds
   its buffer;
 - ``donating_impls[prim] = (impl, fn)``: ``fn(offered, taken, *args, **params) -> outs`` runs
-  ``prim`` as its impl ``impl`` does (a loop), taking over operands its caller offers (``offered``: positions of operands that die
-  there, whose buffers the caller owns alone) and write into them; it appends the positions
-  it takes to the list ``taken`` before it runs, and untracks each of them once, before it
-  returns or raises.
+  ``prim`` as its impl ``impl`` does (a loop), taking over operands its caller offers
+  (``offered``: positions of operands that die there, whose buffers the caller owns alone)
+  to write into them; it appends the positions it takes to the list ``taken`` before it
+  runs, and untracks each of them once, before it returns or raises.
 """
 
 elementwise_impls = {}

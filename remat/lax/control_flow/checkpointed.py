@@ -23,7 +23,6 @@ checkpoint and whose transpose is the checkpointed backward pass.
 """
 
 import functools
-import math
 
 import numpy as np
 
@@ -37,7 +36,6 @@ from remat.lax import shape as lax_shape
 from remat.lax.control_flow import conditionals, loops
 from remat.lax.control_flow import loops as lax_loops
 from remat.lax.control_flow.common import _or, _run, _stage
-from remat.lax.control_flow.conditionals import switch
 from remat.lax.control_flow.loops import (
     _scan_abstract_eval,
     fori_loop,
@@ -50,10 +48,8 @@ from remat.lax.control_flow.revolve import (
     _split_traced,
     checkpoint_count,
     default_while_checkpoints,
-    floordiv,
     scan_schedule,
 )
-from remat.lax.identity import copy_p
 from remat.lax.elementwise import (
     add,
     bitwise_and,
@@ -66,6 +62,7 @@ from remat.lax.elementwise import (
     select,
     sub,
 )
+from remat.lax.identity import copy_p
 from remat.lax.reductions import argmax, argmin, reduce_or, reduce_sum
 from remat.lax.shape import expand_dims
 from remat.lax.slicing import dynamic_index_in_dim, dynamic_update_index_in_dim, index_in_dim
