@@ -2,6 +2,12 @@
 model of ``loops.py``) through ``lax.scan`` of 10^4 and 10^5 steps, float32.
 
     python benchmarks/loop_checkpointing.py [--steps 10000,100000] [--repeat 3]
+        [--table-ks 1,5,10,20,40] [--only-table]
+
+First, issue 34's table: the peak of ``jit(grad)`` in carries, for K checkpoints, of
+``lax.scan(lambda c, x: (tanh(c*w + x), None), ones(4096), xs[400], checkpoints=K)`` and of the
+same loop as ``while_loop(..., max_steps=400, checkpoints=K)`` (``remat.memory.peak_memory``:
+the executor's own accounting); it should be K plus a constant.
 
 Configurations: the plain scan (``checkpoints='all'``: every step's residuals kept),
 ``checkpoints=K`` for K in {100, 10, ceil(log2 n)} (the binomial schedule), and the recipe JAX
@@ -107,6 +113,47 @@ def count_steps(steps, config, x0, forcing):
     return len(calls)
 
 
+def tanh_losses(steps):
+    """Issue 34's loop, ``tanh(c*w + x)``, as a scan and as a while loop of ``steps`` steps."""
+    import remat
+    import remat.numpy as jnp
+
+    w = F32(0.9)
+
+    def scan_loss(c, xs, k):
+        return remat.lax.scan(lambda c, x: (jnp.tanh(c * w + x), None), c, xs,
+                              checkpoints=k)[0].sum()
+
+    def while_loss(c, xs, k):
+        def body(s):
+            i, c = s
+            return i + 1, jnp.tanh(c * w + xs[i])
+        return remat.lax.while_loop(lambda s: s[0] < steps, body, (0, c), max_steps=steps,
+                                    checkpoints=k)[1].sum()
+
+    return {"scan": scan_loss, "while_loop": while_loss}
+
+
+def peak_table(ks, steps=400, size=4096):
+    """Print K -> the peak of ``jit(grad)`` in carries, for the scan and the while loop."""
+    import remat
+    from remat.memory import peak_memory
+
+    c0, xs = np.ones(size, F32), np.linspace(0, 1, steps, dtype=F32)
+    carry = c0.nbytes
+    losses = tanh_losses(steps)
+    print(f"\ntanh(c*w + x), {steps} steps, carry {carry} bytes: peak of jit(grad) in carries")
+    print(f"{'K':>4} " + " ".join(f"{name:>12} {'- K':>6}" for name in losses))
+    for k in ks:
+        cells = []
+        for loss in losses.values():
+            f = remat.jit(remat.grad(loss), static_argnums=2)
+            f(c0, xs, k)
+            peak = peak_memory(f, c0, xs, k) / carry
+            cells.append(f"{peak:>12.2f} {peak - k:>6.2f}")
+        print(f"{k:>4} " + " ".join(cells), flush=True)
+
+
 def run(steps, repeat, count):
     import remat
     from remat.exec import native
@@ -154,7 +201,14 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--count-up-to", type=int, default=10000,
                         help="count the steps run (slow: the Python tier) up to this length")
+    parser.add_argument("--table-ks", default="1,5,10,20,40",
+                        help="the Ks of issue 34's peak table (empty: no table)")
+    parser.add_argument("--only-table", action="store_true", help="print only that table")
     args = parser.parse_args(argv)
+    if args.table_ks:
+        peak_table([int(k) for k in args.table_ks.split(",")])
+    if args.only_table:
+        return
     for steps in (int(s) for s in args.steps.split(",")):
         run(steps, args.repeat, steps <= args.count_up_to)
 

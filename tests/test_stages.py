@@ -80,6 +80,11 @@ def _programs():
     def scan_f(x):
         return lax.scan(lambda c, _: (jnp.sin(c) * 2, jnp.sum(c)), x, None, length=4)
 
+    def updated_while_viewed(x, i):
+        y = x * 2.0
+        view = lax.dynamic_slice(y, (i, 0), (2, 4))
+        return lax.dynamic_update_slice(y, x[:1], (i, 0)), view + 1.0
+
     def remat_loss(w, x):
         return jnp.sum(remat.checkpoint(lambda w, x: jnp.sin(jnp.tanh(x @ w) @ w))(w, x))
 
@@ -97,6 +102,10 @@ def _programs():
         "gather": (lambda x, i: x[i] + 1.0, (x, np.arange(200, dtype=np.int32) % 7)),
         "gather_grad": (remat.grad(lambda x, i: jnp.sum(jnp.tanh(x[i]) * 2.0)),
                         (x, np.arange(200, dtype=np.int32) % 7)),
+        # an update written into its dying operand; one copying it while a view is read
+        "update": (lambda x, i: lax.dynamic_update_slice(x * 2.0, x[:1] + 1.0, (i, 0)),
+                   (x, np.int32(3))),
+        "update_viewed": (updated_while_viewed, (x, np.int32(3))),
     }
 
 

@@ -25,6 +25,7 @@ from remat.runtime import memory, parallel
 def _inline(step):
     """A step written out in the generated code (the others call ``step.execute``)."""
     return (type(step) is Step and not step.multiple
+            and (step.update is None or step.donor is None)  # (in place: ``execute``)
             and (step.out_shape is None
                  or math.prod(step.out_shape) < parallel.MIN_SPLIT_ELEMENTS))
 

@@ -15,7 +15,7 @@ import re
 import numpy as np
 
 from remat.core import Literal
-from remat.exec.loop_rewrites import HoistedInvariants, Rewrite
+from remat.exec.loop_rewrites import HoistedInvariants, Rewrite, UpdatedCarries
 from remat.exec.loop_writer import KernelWriter
 from remat.exec.native_rules import (
     ELEMENTWISE,
@@ -70,7 +70,7 @@ class Fusion(Rewrite):
 class NativeKernel(KernelWriter):
     """A kernel of the native tier (numba source)."""
 
-    rewrites = (Fusion, HoistedInvariants)
+    rewrites = (UpdatedCarries, Fusion, HoistedInvariants)
     stores_lazily = True  # (a stored lazy value is computed into its store)
 
     def __init__(self, invariant=()):

@@ -10,6 +10,7 @@ from remat.exec.loop_rewrites import (
     GatheredSlices,
     HoistedInvariants,
     SliceAdds,
+    UpdatedCarries,
 )
 from remat.exec.loop_writer import KernelWriter
 from remat.exec.native_rules import EXACT_RULES
@@ -20,8 +21,8 @@ class PythonKernel(KernelWriter):
     """A kernel of the Python tier: every equation but control flow and the index rules that
     are exact (``EXACT_RULES``) calls its primitive's impl."""
 
-    rewrites = (ForwardedIdentities, SliceAdds, GatheredSlices, HoistedInvariants,
-                AccumulatedCarries)
+    rewrites = (UpdatedCarries, ForwardedIdentities, SliceAdds, GatheredSlices,
+                HoistedInvariants, AccumulatedCarries)
 
     def rule(self, eqn):
         name = eqn.primitive.name

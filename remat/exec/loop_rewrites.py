@@ -12,8 +12,8 @@ Every rewrite gives the same values, bit for bit, as writing each equation by it
 import numpy as np
 
 from remat.core import Literal
-from remat.exec.native_rules import rules
-from remat.exec.steps import IDENTITIES
+from remat.exec.native_rules import rules, write_update
+from remat.exec.steps import IDENTITIES, updated_carries
 from remat.interpreters import partial_eval as pe
 
 
@@ -67,6 +67,40 @@ class ForwardedIdentities(Rewrite):
             return False
         body = self.body
         body.env.update((o, body.read(v)) for o, v in zip(eqn.outvars, eqn.invars))
+        return True
+
+
+class UpdatedCarries(Rewrite):
+    """A carry whose next value is an update of it (``steps.updated_carries``: a checkpoint
+    store written at every iteration) is written in place: into the kernel's own copy of the
+    first carry, made before the loop, or into the caller's buffer where the caller handed it
+    over (``KernelWriter.donated``). Every value still held back is written first, so none
+    reads the carry after it changes."""
+
+    def __init__(self, body):
+        super().__init__(body)
+        found = updated_carries(body.jaxpr, body.carried) if body.carried else {}
+        producer = {v: e for e in body.jaxpr.eqns for v in e.outvars}
+        self.updating = {producer[body.jaxpr.outvars[out]]: position
+                         for position, out in found.items()}
+
+    def write(self, eqn, rule):
+        position = self.updating.get(eqn)
+        if position is None:
+            return False
+        body, kernel = self.body, self.body.kernel
+        later = {v for e in body.jaxpr.eqns[body.jaxpr.eqns.index(eqn):] for v in e.invars
+                 if type(v) is not Literal}
+        later.update(v for v in body.jaxpr.outvars if type(v) is not Literal)
+        for v in [v for v in body.env if v in later and v.aval.shape]:
+            value = body.read(v)  # (a lazy value computed)
+            if isinstance(value, str) and value.startswith("("):  # (a nested expression)
+                body.env[v] = kernel.bind(value)
+        carry = body.env[body.jaxpr.invars[position]]
+        if position not in kernel.donated:
+            kernel.preamble.append(f"    {carry} = {carry}.copy()")
+        write_update(kernel, eqn, [body.read(v) for v in eqn.invars], carry)
+        body.env[eqn.outvars[0]] = carry
         return True
 
 

@@ -35,14 +35,16 @@ def _check_operands(*jaxprs, max_elements=MAX_ELEMENTS):
                 raise Unsupported(f"an operand of type {v.aval.str_short()}")
 
 
-def scan_source(jaxpr, num_consts, num_carry, reverse, native):
-    """``kernel(length, *consts, *carry, *xs, *ys) -> carry``: the scan, ys written in place.
-    Returns the kernel's source and the objects its namespace needs."""
+def scan_source(jaxpr, num_consts, num_carry, reverse, native, donated=()):
+    """``kernel(length, *consts, *carry, *xs, *ys) -> carry``: the scan, ys written in place
+    (and the ``donated`` carries, where the body updates them). Returns the kernel's source
+    and the objects its namespace needs."""
     _check_operands(jaxpr)
     num_xs = len(jaxpr.invars) - num_consts - num_carry
     num_ys = len(jaxpr.outvars) - num_carry
     consts = [f"k{i}" for i in range(num_consts)]
     k = (NativeKernel if native else PythonKernel)(consts)
+    k.donated = frozenset(num_consts + j for j in donated)
     carry = [f"c{i}" for i in range(num_carry)]
     xs = [f"xs{i}" for i in range(num_xs)]
     ys = [f"ys{i}" for i in range(num_ys)]
@@ -60,12 +62,14 @@ def scan_source(jaxpr, num_consts, num_carry, reverse, native):
     return k.source(["length"] + consts + carry + xs + ys), k.objects
 
 
-def while_source(cond, body, cond_nconsts, body_nconsts, native):
-    """``kernel(*cond_consts, *body_consts, *carry) -> carry`` (and its namespace's objects)."""
+def while_source(cond, body, cond_nconsts, body_nconsts, native, donated=()):
+    """``kernel(*cond_consts, *body_consts, *carry) -> carry`` (and its namespace's objects;
+    the ``donated`` carries written in place, where the body updates them)."""
     _check_operands(cond, body)
     cconsts = [f"a{i}" for i in range(cond_nconsts)]
     bconsts = [f"b{i}" for i in range(body_nconsts)]
     k = (NativeKernel if native else PythonKernel)(cconsts + bconsts)
+    k.donated = frozenset(body_nconsts + j for j in donated)
     carry = [f"c{i}" for i in range(len(body.outvars))]
     k.line("while True:")
     k.indent += 1

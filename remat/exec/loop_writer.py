@@ -41,6 +41,8 @@ class KernelWriter:
         self.invariant = set(invariant)  # names of loop-invariant values
         self.constants = {}  # source of a typed constant -> its name
         self.max_elements = MAX_ELEMENTS
+        self.donated = frozenset()  # positions of the kernel's own loop body's carries that
+        # the caller handed over: they are written in place without a copy first
 
     def fresh(self):
         self.count += 1

@@ -12,6 +12,7 @@ from remat.exec import native, plan
 from remat.exec.loop_constants import transposed_constants
 from remat.exec.peaks import plan_peaks
 from remat.exec.plan import _plan_and_consts, evaluate, prepared
+from remat.exec.steps import default_updates, updated_carries
 from remat.runtime import memory, registry
 from remat.runtime.parallel import session
 
@@ -24,10 +25,30 @@ def _offloaded_outputs(closed):
 
 
 @core.memoize_on_jaxpr
-def _iteration_peak(closed):
-    """The bytes one run of a body's plan allocates at its peak: what a native iteration is
-    accounted as holding."""
-    return plan_peaks(_plan_and_consts(closed)[0])[0]
+def _iteration_peak(closed, donated=()):
+    """The bytes one run of a body's plan allocates at its peak (``donated``: the positions of
+    the operands handed over to it): what a native iteration is accounted as holding."""
+    plan, consts = _plan_and_consts(closed)
+    return plan_peaks(plan, [len(consts) + i for i in donated])[0]
+
+
+@core.memoize_on_jaxpr
+def _updated_carries(closed, first, num_carry):
+    """The carries (indices among the ``num_carry`` from operand ``first``) a body's plan
+    updates in place (``updated_carries``)."""
+    plan, consts = _plan_and_consts(closed)
+    start = len(consts) + first
+    found = updated_carries(plan.jaxpr, {start + j: j for j in range(num_carry)})
+    return tuple(sorted(position - start for position in found))
+
+
+def _taken(closed, first, num_carry, offered):
+    """The carries a loop takes over from its caller (offered, and updated in place by its
+    body: only then can the body's writes keep the buffer the caller still refers to)."""
+    if not offered or not default_updates():
+        return ()
+    return tuple(j for j in _updated_carries(closed, first, num_carry)
+                 if first + j in offered)
 
 
 def _kernel(loop):
@@ -40,9 +61,9 @@ def _kernel(loop):
     return loop.ready() or loop.python
 
 
-def _run_kernel(loop, kernel, peak, args, written=0):
-    """``kernel(*args)`` (the last ``written`` operands written by it) accounted at the body's
-    modelled peak; the time it took counts towards compiling the loop natively."""
+def _run_kernel(loop, kernel, peak, args, written=()):
+    """``kernel(*args)`` (the operands at the positions ``written`` written by it) accounted at
+    the body's modelled peak; the time it took counts towards compiling the loop natively."""
     # (the Python kernel takes the operands as the plans would: their layout decides BLAS's
     # rounding; a native kernel's argument types need them canonical)
     operands = args if kernel is loop.python else native.canonical_operands(args, written)
@@ -70,18 +91,28 @@ def _transposed_copies(constants, sources):
     return copies
 
 
-def run_scan(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
+def run_scan(*args, **params):
+    return donating_scan(frozenset(), [], *args, **params)
+
+
+def donating_scan(offered, taken_out, *args, jaxpr, num_consts, num_carry, length, reverse,
+              unroll):
+    """The scan, taking over the carries it updates in place of those ``offered`` (operand
+    positions; those it takes are added to ``taken_out`` at once)."""
     body, sources = transposed_constants(jaxpr, num_consts)
     copies = _transposed_copies([*jaxpr.consts, *args[:num_consts]], sources)
+    taken = _taken(body, num_consts + len(copies), num_carry,
+                   {i + len(copies) for i in offered})
+    taken_out.extend(num_consts + j for j in taken)
     try:
         return _scan(copies + list(args), body, num_consts + len(copies), num_carry, length,
-                     reverse)
+                     reverse, taken)
     finally:
         for c in copies:
             memory.untrack(c)
 
 
-def _scan(args, jaxpr, num_consts, num_carry, length, reverse):
+def _scan(args, jaxpr, num_consts, num_carry, length, reverse, taken):
     consts = list(args[:num_consts])
     carry = list(args[num_consts:num_consts + num_carry])
     xs = list(args[num_consts + num_carry:])
@@ -91,91 +122,157 @@ def _scan(args, jaxpr, num_consts, num_carry, length, reverse):
     for y in ys:
         memory.track(y)
     try:
-        loop = native.scan_loop(jaxpr, num_consts, num_carry, reverse) \
+        updated = _updated_carries(jaxpr, num_consts, num_carry) if default_updates() else ()
+        loop = native.scan_loop(jaxpr, num_consts, num_carry, reverse, updated) \
             if not any(offloaded) else None
         kernel = _kernel(loop)
         if kernel is not None and length:
-            out = _run_kernel(loop, kernel, _iteration_peak(jaxpr),
-                              [length, *jaxpr.consts, *args, *ys], len(ys))
+            written = {1 + len(jaxpr.consts) + num_consts + j for j in updated}
+            held = _kernel_carries(carry, updated, taken)
+            try:
+                operands = [length, *jaxpr.consts, *consts, *carry, *xs, *ys]
+                written.update(len(operands) - 1 - i for i in range(len(ys)))
+                out = _run_kernel(loop, kernel, _iteration_peak(
+                    jaxpr, _positions(num_consts, updated)), operands, written)
+            finally:  # (held through the kernel's run; now its result holds them)
+                _let_go(held, [True] * len(held))
             carry = [np.asarray(c, a.dtype) for c, a in zip(out, jaxpr.out_avals[:num_carry])]
         else:
-            carry = _scan_steps(jaxpr, consts, carry, xs, ys, num_carry, length, reverse)
+            carry = _scan_steps(jaxpr, consts, carry, xs, ys, num_carry, length, reverse, taken)
     finally:
         for y in ys:
             memory.untrack(y)
     return carry + ys
 
 
-def _scan_steps(jaxpr, consts, carry, xs, ys, num_carry, length, reverse):
-    """The scan on the body's prepared plan, its ys written into their stacked buffers."""
-    owned_carry = False
+def _kernel_carries(carry, updated, taken):
+    """Make ``carry`` (in place) what a loop kernel writes into: the ``updated`` carries the
+    loop took over as they are, the others copied (the loop's own, tracked). Returns the
+    buffers the loop holds."""
+    held = []
+    for j in updated:
+        if j not in taken:
+            carry[j] = np.array(carry[j], order="C")
+            memory.track(carry[j])
+        held.append(carry[j])
+    return held
+
+
+def _positions(first, carries):
+    return tuple(first + j for j in carries)
+
+
+def _scan_steps(jaxpr, consts, carry, xs, ys, num_carry, length, reverse, taken):
+    """The scan on the body's prepared plan, its ys written into their stacked buffers; the
+    carries it updates in place handed over to each step's plan while the loop owns them."""
+    owned = [j in taken for j in range(num_carry)]
+    updated = _updated_carries(jaxpr, len(consts), num_carry) if default_updates() else ()
     body = prepared(jaxpr)
     try:
         with session():  # one for the loop: each step's plan nests in it
             for i in (range(length - 1, -1, -1) if reverse else range(length)):
                 # each iteration writes its ys straight into their stacked buffers
                 sinks = [None] * num_carry + [buf[i, ...] for buf in ys]
-                outs = body(*consts, *carry, *[x[i] for x in xs], sinks=sinks)
-                new = [np.asarray(c) for c in outs[:num_carry]]
-                if owned_carry:
-                    for c in carry:
-                        memory.untrack(c)
-                for c in new:
-                    memory.track(c)
-                carry, owned_carry = new, True
+                donated = _hand_over(carry, owned, updated)
+                outs = body(*consts, *carry, *[x[i] for x in xs], sinks=sinks,
+                            donated=_positions(len(consts), donated))
+                carry, owned = _carried_on(carry, owned, outs[:num_carry])
                 for sink, y in zip(sinks[num_carry:], outs[num_carry:]):
                     if y is not sink:  # outputs that are inputs or literals are not sunk
                         sink[...] = y
     finally:
-        if owned_carry:
-            for c in carry:
-                memory.untrack(c)
+        _let_go(carry, owned)
     return carry
 
 
-def run_while(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+def _hand_over(carry, owned, updated):
+    """The carries a step's plan takes over (owned by the loop, updated in place by it): the
+    loop lets go of them (the plan holds them while it runs)."""
+    donated = [j for j in updated if owned[j]]
+    for j in donated:
+        memory.untrack(carry[j])
+        owned[j] = False
+    return donated
+
+
+def _carried_on(carry, owned, outs):
+    """The next carries, held by the loop (the ones before let go of)."""
+    new = [np.asarray(c) for c in outs]
+    _let_go(carry, owned)
+    for c in new:
+        memory.track(c)
+    return new, [True] * len(new)
+
+
+def _let_go(carry, owned):
+    for c, own in zip(carry, owned):
+        if own:
+            memory.untrack(c)
+
+
+def run_while(*args, **params):
+    return donating_while(frozenset(), [], *args, **params)
+
+
+def donating_while(offered, taken_out, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    """The while loop, taking over the carries it updates in place of those ``offered``
+    (operand positions; those it takes are added to ``taken_out`` at once)."""
     body, sources = transposed_constants(body_jaxpr, body_nconsts)
     copies = _transposed_copies([*body_jaxpr.consts, *args[cond_nconsts:]], sources)
     args = [*args[:cond_nconsts], *copies, *args[cond_nconsts:]]
+    num_carry = len(body_jaxpr.out_avals)
+    first = cond_nconsts + body_nconsts
+    taken = _taken(body, body_nconsts + len(copies), num_carry,
+                   {i - cond_nconsts + len(copies) for i in offered if i >= first})
+    taken_out.extend(first + j for j in taken)
     try:
-        return _while(args, cond_jaxpr, body, cond_nconsts, body_nconsts + len(copies))
+        return _while(args, cond_jaxpr, body, cond_nconsts, body_nconsts + len(copies), taken)
     finally:
         for c in copies:
             memory.untrack(c)
 
 
-def _while(args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
-    loop = native.while_loop(cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts)
+def _while(args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, taken):
+    num_carry = len(body_jaxpr.out_avals)
+    updated = _updated_carries(body_jaxpr, body_nconsts, num_carry) \
+        if default_updates() else ()
+    loop = native.while_loop(cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, updated)
     kernel = _kernel(loop)
     if kernel is None:
-        return _while_steps(args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts)
-    peak = max(_iteration_peak(cond_jaxpr), _iteration_peak(body_jaxpr))
-    out = _run_kernel(loop, kernel, peak, [*cond_jaxpr.consts, *args[:cond_nconsts],
-                                           *body_jaxpr.consts, *args[cond_nconsts:]])
+        return _while_steps(args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, taken)
+    peak = max(_iteration_peak(cond_jaxpr),
+               _iteration_peak(body_jaxpr, _positions(body_nconsts, updated)))
+    carry = list(args[cond_nconsts + body_nconsts:])
+    held = _kernel_carries(carry, updated, taken)
+    try:
+        operands = [*cond_jaxpr.consts, *args[:cond_nconsts], *body_jaxpr.consts,
+                    *args[cond_nconsts:cond_nconsts + body_nconsts], *carry]
+        first = len(operands) - num_carry
+        out = _run_kernel(loop, kernel, peak, operands, {first + j for j in updated})
+    finally:  # (held through the kernel's run; now its result holds them)
+        _let_go(held, [True] * len(held))
     return [np.asarray(c, a.dtype) for c, a in zip(out, body_jaxpr.out_avals)]
 
 
-def _while_steps(args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+def _while_steps(args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, taken):
     cconsts = args[:cond_nconsts]
     bconsts = args[cond_nconsts:cond_nconsts + body_nconsts]
     carry = list(args[cond_nconsts + body_nconsts:])
-    owned = False
+    owned = [j in taken for j in range(len(carry))]
+    updated = _updated_carries(body_jaxpr, body_nconsts, len(carry)) \
+        if default_updates() else ()
     try:
         while evaluate(cond_jaxpr, *cconsts, *carry)[0]:
-            new = [np.asarray(c) for c in evaluate(body_jaxpr, *bconsts, *carry)]
-            for c in new:
-                memory.track(c)
-            if owned:
-                for c in carry:
-                    memory.untrack(c)
-            carry, owned = new, True
+            donated = _hand_over(carry, owned, updated)
+            outs = evaluate(body_jaxpr, *bconsts, *carry,
+                            donated=_positions(body_nconsts, donated))
+            carry, owned = _carried_on(carry, owned, outs)
     finally:
-        if owned:
-            for c in carry:
-                memory.untrack(c)
+        _let_go(carry, owned)
     return carry
 
 
 def run_cond(index, *ops, branches):
     return evaluate(branches[int(index)], *ops)
+
 

@@ -125,9 +125,9 @@ def canonical(arg, read_only=True):
 
 
 def canonical_operands(args, written):
-    """``args`` as a native kernel takes them, the last ``written`` ones written by it."""
-    inputs = len(args) - written
-    return [a if type(a) is int else canonical(a, i < inputs) for i, a in enumerate(args)]
+    """``args`` as a native kernel takes them, those at the positions ``written`` written by
+    it."""
+    return [a if type(a) is int else canonical(a, i not in written) for i, a in enumerate(args)]
 
 
 class Loop:
@@ -147,9 +147,9 @@ class Loop:
         self.error = error  # why it is not native (unsupported, or numba's failure)
         self.thread = None
 
-    def observe(self, seconds, args, written=0):
-        """The Python tier ran for ``seconds`` on ``args`` (the last ``written`` ones written
-        by the kernel): start compiling once hot."""
+    def observe(self, seconds, args, written=()):
+        """The Python tier ran for ``seconds`` on ``args`` (those at the positions ``written``
+        written by the kernel): start compiling once hot."""
         self.heat(seconds, lambda: tuple(
             numba.typeof(a) for a in canonical_operands(args, written)))
 
@@ -227,17 +227,20 @@ def _optimized(closed):
     return optimize_jaxpr(convert_constvars_jaxpr(closed.jaxpr))
 
 
-def scan_loop(closed, num_consts, num_carry, reverse):
-    """The native state of a scan over ``closed`` (its consts lead the kernel's operands)."""
-    return _loop(closed, ("scan", num_consts, num_carry, reverse), lambda native: scan_source(
-        _optimized(closed), len(closed.consts) + num_consts, num_carry, reverse, native))
+def scan_loop(closed, num_consts, num_carry, reverse, donated=()):
+    """The native state of a scan over ``closed`` (its consts lead the kernel's operands;
+    ``donated``: the carries it may write into)."""
+    return _loop(closed, ("scan", num_consts, num_carry, reverse, donated),
+                 lambda native: scan_source(_optimized(closed), len(closed.consts) + num_consts,
+                                            num_carry, reverse, native, donated))
 
 
-def while_loop(cond, body, cond_nconsts, body_nconsts):
+def while_loop(cond, body, cond_nconsts, body_nconsts, donated=()):
     """The native state of a while loop (keyed on its body; its cond is part of the key)."""
-    return _loop(body, ("while", cond, cond_nconsts, body_nconsts), lambda native: while_source(
-        _optimized(cond), _optimized(body), len(cond.consts) + cond_nconsts,
-        len(body.consts) + body_nconsts, native))
+    return _loop(body, ("while", cond, cond_nconsts, body_nconsts, donated),
+                 lambda native: while_source(_optimized(cond), _optimized(body),
+                                             len(cond.consts) + cond_nconsts,
+                                             len(body.consts) + body_nconsts, native, donated))
 
 
 def wait():

@@ -642,11 +642,18 @@ def _dynamic_slice(ctx, eqn, ins):
 rules["dynamic_slice"] = _dynamic_slice
 
 
-def _dynamic_update_slice(ctx, eqn, ins):
+def write_update(ctx, eqn, ins, target):
+    """Write the update of a ``dynamic_update_slice`` (``ins``: its operands' sources) into
+    the array named ``target``."""
     sizes = eqn.invars[1].aval.shape
     starts = _clamped_starts(ctx, eqn, ins[2:], sizes)
+    ctx.line(f"{target}{_index_src([f'{s}:{s} + {k}' for s, k in zip(starts, sizes)])} = "
+             f"{ins[1]}")
+
+
+def _dynamic_update_slice(ctx, eqn, ins):
     buf = ctx.bind(f"{ins[0]}.copy()")
-    ctx.line(f"{buf}{_index_src([f'{s}:{s} + {k}' for s, k in zip(starts, sizes)])} = {ins[1]}")
+    write_update(ctx, eqn, ins, buf)
     return [buf]
 
 

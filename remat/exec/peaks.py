@@ -64,7 +64,7 @@ class _Buffers:
     """The executor's accounting replayed on avals: buffers held by slots (views share their
     base's buffer), counted while any slot holds them; the caller's inputs cost nothing."""
 
-    def __init__(self, plan, avals):
+    def __init__(self, plan, avals, donated=()):
         self.avals = avals
         self.buffer = {}  # slot -> buffer id
         self.holders = {}  # buffer id -> number of slots holding it
@@ -72,9 +72,11 @@ class _Buffers:
         self.is_base = {}  # slot -> it holds its buffer itself, not a view of it
         self.layout = {}  # slot -> the stand-in of its array (``stand_in``)
         self.live = 0
-        for slot in plan.in_slots:
-            if slot not in self.buffer:
-                self._hold(slot, ("in", slot), 0, True, stand_in(avals[slot].shape))
+        donated = {plan.in_slots[i] for i in donated}
+        for slot in plan.in_slots:  # (a donated one may be written into; its bytes are the
+            if slot not in self.buffer:  # caller's, counted by it)
+                self._hold(slot, ("donated" if slot in donated else "in", slot), 0, True,
+                           stand_in(avals[slot].shape))
 
     def _hold(self, slot, buf, size, base, layout):
         if buf not in self.holders:
@@ -104,7 +106,8 @@ class _Buffers:
         """The output written into ``donor``'s buffer, when the executor may (the run owns
         it, nothing else views it): True if it did."""
         buf = self.buffer.get(donor)
-        if buf is None or buf[0] != "out" or self.holders[buf] != 1 or not self.is_base[donor]:
+        if buf is None or buf[0] not in ("out", "donated") or self.holders[buf] != 1 or \
+                not self.is_base[donor]:
             return False
         del self.buffer[donor]
         self.holders[buf] = 0
@@ -147,6 +150,10 @@ def _step_outputs(buffers, step):
         if view is not None:
             buffers.view(step.outs[0], src, view)
             return
+    if name == "dynamic_slice" and type(src) is int:  # a view, at a start known as it runs
+        sizes = step.params["slice_sizes"]
+        buffers.view(step.outs[0], src, buffers.layout[src][tuple(slice(0, n) for n in sizes)])
+        return
     if step.donor is not None and step.default_impl() and \
             buffers.takeover(step.outs[0], step.donor):
         return
@@ -154,11 +161,12 @@ def _step_outputs(buffers, step):
         buffers.allocate(out)
 
 
-def plan_peaks(plan):
+def plan_peaks(plan, donated=()):
     """``(peak bytes the run allocates, peak of those less the run's outputs, bytes of the
-    outputs that are the caller's own buffers)`` of one run of ``plan``."""
+    outputs that are the caller's own buffers)`` of one run of ``plan`` (``donated``: the
+    positions of the inputs handed over to it)."""
     avals = slot_avals(plan)
-    buffers = _Buffers(plan, avals)
+    buffers = _Buffers(plan, avals, donated)
     out_slots = {a for a in plan.out_atoms if type(a) is int}
     peak = temp = 0
     for step in plan.steps:
@@ -178,5 +186,5 @@ def plan_peaks(plan):
         for slot in step.frees:
             buffers.free(slot)
     alias = sum(nbytes(avals[a]) for a in plan.out_atoms
-                if type(a) is int and buffers.buffer.get(a, ("out",))[0] == "in")
+                if type(a) is int and buffers.buffer.get(a, ("out",))[0] in ("in", "donated"))
     return peak, temp, alias

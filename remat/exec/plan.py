@@ -21,10 +21,10 @@ from remat.exec.codegen import compile_seconds, compile_steps, raising_step
 from remat.exec.fusion import FusedStep, cluster_elementwise, fuse_steps
 from remat.exec.native_clusters import native_clusters
 from remat.exec.passes import optimize_jaxpr
-from remat.exec.steps import Step, in_place_donor
+from remat.exec.steps import Step, in_place_donor, update_donor
 from remat.interpreters.partial_eval import convert_constvars_jaxpr
 from remat.runtime import memory, parallel
-from remat.runtime.registry import elementwise_impls
+from remat.runtime.registry import elementwise_impls, update_impls
 
 
 class Plan:
@@ -63,6 +63,11 @@ class Plan:
                 if not eqn.params:
                     step.ufunc = ufunc
                 donor = in_place_donor(eqn, set(fr))
+                if donor is not None:
+                    step.donor = slot_of(donor)
+            elif eqn.primitive in update_impls:
+                step.update = update_impls[eqn.primitive]
+                donor = update_donor(eqn, set(fr))
                 if donor is not None:
                     step.donor = slot_of(donor)
             steps.append(step)
@@ -256,13 +261,17 @@ def _plan_and_consts(closed):
 
 
 def prepared(closed):
-    """``run(*bufs, sinks=None)`` for a ClosedJaxpr whose consts are concrete: its plan (and
-    const buffers) found once, for a loop that runs the same body at every step."""
+    """``run(*bufs, sinks=None, donated=())`` for a ClosedJaxpr whose consts are concrete: its
+    plan (and const buffers) found once, for a loop that runs the same body at every step
+    (``donated``: the positions among ``bufs`` of the buffers handed over to the run)."""
     plan, consts = _plan_and_consts(closed)
-    return lambda *bufs, sinks=None: plan.run(consts + list(bufs), sinks)
+    return lambda *bufs, sinks=None, donated=(): plan.run(
+        consts + list(bufs), sinks, [len(consts) + i for i in donated])
 
 
-def evaluate(closed, *bufs, sinks=None):
-    """Run a ClosedJaxpr (whose consts are concrete) on NumPy buffers."""
+def evaluate(closed, *bufs, sinks=None, donated=()):
+    """Run a ClosedJaxpr (whose consts are concrete) on NumPy buffers (``donated``: the
+    positions among ``bufs`` of the buffers handed over to the run)."""
     plan, consts = _plan_and_consts(closed)
-    return plan.run(consts + list(bufs) if consts else bufs, sinks)
+    return plan.run(consts + list(bufs) if consts else bufs, sinks,
+                    [len(consts) + i for i in donated])

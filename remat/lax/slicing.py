@@ -26,6 +26,7 @@ from remat.lax.gathers import gather_batching_rule
 from remat.lax.scatters import scatter_batching_rule, scatter_p
 from remat.lax.shape import broadcast_in_dim, concatenate, expand_dims, full, pad, squeeze
 from remat.lax.standard import canonical_shape, standard_primitive
+from remat.runtime import registry
 
 __all__ = [
     "dynamic_index_in_dim",
@@ -363,6 +364,17 @@ def _dynamic_update_slice_impl(x, update, *indices):
 
 dynamic_update_slice_p = standard_primitive("dynamic_update_slice", _dynamic_update_slice_impl,
                                             _dynamic_update_slice_abstract_eval)
+
+
+def _dynamic_update_slice_into(x, update, *indices):
+    """The impl's result written into ``x`` itself (where the executor owns ``x`` and it dies
+    here)."""
+    starts = _clamped_starts(x.shape, indices, update.shape)
+    x[tuple(_slice(s, s + n) for s, n in zip(starts, update.shape))] = update
+
+
+registry.update_impls[dynamic_update_slice_p] = (_dynamic_update_slice_impl,
+                                                 _dynamic_update_slice_into)
 
 
 def _dynamic_update_slice_jvp(primals, tangents):

@@ -21,7 +21,16 @@ read by the executor's planner and passes: the primitives stay below the executo
   loop stacks them into host buffers;
 - ``source_forms[prim](eqn, operand sources) -> source or None``: the NumPy expression a
   generated loop kernel may write for an equation instead of calling its impl, giving the
-  impl's result bit for bit (the impl's own NumPy call, without its per-call checks).
+  impl's result bit for bit (the impl's own NumPy call, without its per-call checks);
+- ``update_impls[prim] = (impl, into)``: a primitive whose result is its first operand with a
+  part replaced (``dynamic_update_slice``); ``into(operand, *rest)`` writes that part into the
+  operand itself, which the executor does where the operand dies there and nothing else holds
+  its buffer;
+- ``donating_impls[prim] = (impl, fn)``: ``fn(offered, taken, *args, **params) -> outs`` runs
+  ``prim`` as its impl ``impl`` does (a loop), taking over operands its caller offers
+  (``offered``: positions of operands that die there, whose buffers the caller owns alone)
+  to write into them; it appends the positions it takes to the list ``taken`` before it
+  runs, and untracks each of them once, before it returns or raises.
 """
 
 elementwise_impls = {}
@@ -35,3 +44,5 @@ scalar_broadcasting = set()
 in_order_forms = {}
 source_forms = {}
 host_results = set()
+update_impls = {}
+donating_impls = {}

@@ -23,11 +23,10 @@ checkpoint and whose transpose is the checkpointed backward pass.
 """
 
 import functools
-import math
 
 import numpy as np
 
-from remat import core, dtypes
+from remat import core, dtypes, exec
 from remat.call import recompute_whole_rule
 from remat.core import Primitive
 from remat.interpreters import ad, batching
@@ -37,7 +36,6 @@ from remat.lax import shape as lax_shape
 from remat.lax.control_flow import conditionals, loops
 from remat.lax.control_flow import loops as lax_loops
 from remat.lax.control_flow.common import _or, _run, _stage
-from remat.lax.control_flow.conditionals import switch
 from remat.lax.control_flow.loops import (
     _scan_abstract_eval,
     fori_loop,
@@ -50,7 +48,6 @@ from remat.lax.control_flow.revolve import (
     _split_traced,
     checkpoint_count,
     default_while_checkpoints,
-    floordiv,
     scan_schedule,
 )
 from remat.lax.elementwise import (
@@ -65,6 +62,7 @@ from remat.lax.elementwise import (
     select,
     sub,
 )
+from remat.lax.identity import copy_p
 from remat.lax.reductions import argmax, argmin, reduce_or, reduce_sum
 from remat.lax.shape import expand_dims
 from remat.lax.slicing import dynamic_index_in_dim, dynamic_update_index_in_dim, index_in_dim
@@ -77,64 +75,32 @@ def _zeros(aval):
     return lax_shape.full(aval.shape, 0, aval.dtype)
 
 
-# The checkpoints are stored in about sqrt(K) groups of about sqrt(K) slots, each group one
-# array per carry leaf (``buf``: group-major). Storing a state copies its group only (the
-# executor's dynamic_update_slice makes a new array) and a loop passes the other groups along
-# untouched, so a store never copies (or holds twice) all K states.
-
-
-def _groups(k):
-    """``(groups, slots per group)`` for ``k`` checkpoints."""
-    size = math.isqrt(k - 1) + 1 if k > 1 else 1
-    return -(-k // size), size
+# The checkpoints are stored in one array per carry leaf, ``K + 1`` states each: the last slot
+# is scratch. A loop writes the state it may store at every step, into its slot or into the
+# scratch slot, with one ``dynamic_update_slice`` whose operand (the store, a carry of the loop)
+# dies there: the executor writes it in place, so the store is never copied and a loop holds
+# ``K + 1`` states however many it stores. A read copies the state out, so no view of the store
+# is alive when it is written.
 
 
 def _store_avals(avals, k):
-    groups, size = _groups(k)
-    return [a.update(shape=(size,) + a.shape, weak_type=False)
-            for _ in range(groups) for a in avals]
+    return [a.update(shape=(k + 1,) + a.shape, weak_type=False) for a in avals]
 
 
 def _new_store(avals, k):
     return [_zeros(a) for a in _store_avals(avals, k)]
 
 
-def _read(buf, slot, k):
-    """The state in ``slot`` of the checkpoint store."""
-    groups, size = _groups(k)
-    n = len(buf) // groups
-    which, index = floordiv(slot, _I32(size))
-
-    def group(g, buf, i):
-        return [dynamic_index_in_dim(b, i, 0, keepdims=False) for b in buf[g * n:g * n + n]]
-
-    if groups == 1:
-        return group(0, buf, index)
-    return switch(which, [functools.partial(group, g) for g in range(groups)], list(buf),
-                      index)
+def _read(buf, slot):
+    """A copy of the state in ``slot`` of the checkpoint store."""
+    return [copy_p.bind(dynamic_index_in_dim(b, slot, 0, keepdims=False)) for b in buf]
 
 
-def _write(buf, state, slot, k):
-    """The checkpoint store with ``state`` in ``slot``."""
-    groups, size = _groups(k)
-    n = len(buf) // groups
-    which, index = floordiv(slot, _I32(size))
-
-    def group(g, buf, state, i):
-        new = [dynamic_update_index_in_dim(b, s, i, 0)
-               for b, s in zip(buf[g * n:g * n + n], state)]
-        return list(buf[:g * n]) + new + list(buf[g * n + n:])
-
-    if groups == 1:
-        return group(0, buf, state, index)
-    return switch(which, [functools.partial(group, g) for g in range(groups)], list(buf),
-                      list(state), index)
-
-
-def _write_if(pred, buf, state, slot, k):
-    """``state`` into ``slot`` where ``pred``; the store untouched (not copied) otherwise."""
-    return conditionals.cond(pred, lambda b, s, i: _write(b, s, i, k), lambda b, s, i: list(b),
-                    list(buf), list(state), slot)
+def _write(buf, state, slot, pred, k):
+    """The checkpoint store with ``state`` in ``slot`` where ``pred``, else in the scratch
+    slot (the stored states untouched)."""
+    slot = select(pred, slot, _I32(k))
+    return [dynamic_update_index_in_dim(b, s, slot, 0) for b, s in zip(buf, state)]
 
 
 def _differentiated():
@@ -172,12 +138,10 @@ def _move(b, cur, cur_pos, buf, pos, held, advance, k):
     held)``."""
     zero, one = _I32(0), _I32(1)
     target = sub(b, one)
-    def restore(cur, cur_pos, buf, pos):
-        top = argmax(pos, 0, _I32)
-        return [_read(buf, top, k), dynamic_index_in_dim(pos, top, 0, False)]
-
-    cur, cur_pos = conditionals.cond(lt(cur_pos, zero), restore, lambda c, p, b, q: [list(c), p],
-                            list(cur), cur_pos, list(buf), pos)
+    top = argmax(pos, 0, _I32)  # (read at every move: no view of the store outlives it)
+    cur, cur_pos = conditionals.cond(lt(cur_pos, zero), lambda c, p, r, q: [list(r), q],
+                                     lambda c, p, r, q: [list(c), p], list(cur), cur_pos,
+                                     _read(buf, top), dynamic_index_in_dim(pos, top, 0, False))
     left = sub(b, cur_pos)
     free = sub(_I32(k), held)
     m = conditionals.cond(bitwise_and(gt(left, one), gt(free, zero)),
@@ -187,10 +151,10 @@ def _move(b, cur, cur_pos, buf, pos, held, advance, k):
     cur_pos = add(cur_pos, m)
     store = bitwise_and(gt(free, zero), lt(cur_pos, target))
     slot = argmin(pos, 0, _I32)
-    buf, pos = conditionals.cond(
-        store, lambda b, p, v, i, q: [_write(b, v, i, k), dynamic_update_index_in_dim(
-            p, expand_dims(q, (0,)), i, 0)],
-        lambda b, p, v, i, q: [list(b), p], list(buf), pos, list(cur), slot, cur_pos)
+    buf = _write(buf, cur, slot, store, k)
+    pos = conditionals.cond(
+        store, lambda p, i, q: dynamic_update_index_in_dim(p, expand_dims(q, (0,)), i, 0),
+        lambda p, i, q: p, pos, slot, cur_pos)
     held = select(store, add(held, one), held)
     return store, cur, cur_pos, buf, pos, held
 
@@ -286,7 +250,9 @@ def _impl_from(fn):
         rest = tuple((k, v) for k, v in params.items() if k != name)
         with core.set_current_trace(core.eval_trace):  # traced as the plain computation
             closed = staged(params[name], name, rest, tuple(core.get_aval(a) for a in args))
-        return core.eval_jaxpr(closed.jaxpr, closed.consts, *args)
+        # (run by the executor: its results are buffers of its own, which a caller's plan
+        # may hand over to a loop writing into them)
+        return exec.evaluate(closed, *[getattr(a, "_buf", a) for a in args])
 
     impl.__name__ = fn.__name__
     return impl
@@ -326,7 +292,7 @@ def _ckpt_scan_abstract_eval(*avals, checkpoints, **params):
 
 
 def _scan_forward(jaxpr, consts, init, xs, schedule, reverse, unroll):
-    """The forward pass: the scan's outputs, its checkpoint buffers (``K`` states each, the
+    """The forward pass: the scan's outputs, its checkpoint buffers (``K + 1`` states each, the
     first the loop's input), each slot's step (-1: free) and the last step's input."""
     num_carry = len(init)
     k = schedule.checkpoints
@@ -338,7 +304,7 @@ def _scan_forward(jaxpr, consts, init, xs, schedule, reverse, unroll):
     def step(state, x):
         carry, _, buf, t, j = state
         store = eq(t, dynamic_index_in_dim(stored, elementwise.min(j, _I32(k - 1)), 0, False))
-        buf = _write_if(store, buf, carry, j, k)
+        buf = _write(buf, carry, j, store, k)
         outs = _run(jaxpr, *consts, *carry, *x)
         return (outs[:num_carry], list(carry), buf, add(t, _I32(1)),
                 select(store, add(j, _I32(1)), j)), outs[num_carry:]
@@ -420,8 +386,7 @@ checkpointed_scan_lin_p.multiple_results = True
 
 
 def _scan_lin_operands(args, num_consts, num_carry, n_xs, checkpoints):
-    n_buf = _groups(checkpoints)[0] * num_carry
-    consts, xs, buf, rest = _split(args, num_consts, n_xs, n_buf)
+    consts, xs, buf, rest = _split(args, num_consts, n_xs, num_carry)
     return consts, xs, buf, rest[0], rest[1:1 + num_carry], rest[1 + num_carry:]
 
 
@@ -630,8 +595,7 @@ def _ckpt_while_jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, 
     carry_nz, _ = _nonzero_fixed_point(body_jaxpr, bconst_nz, carry_nz, [], 0)
     n_carry = len(carry_nz)
     fwd = checkpointed_while_fwd_p.bind(*primals, **params)
-    final, last, buf, (pos, steps) = _split(fwd, n_carry, n_carry,
-                                            _groups(checkpoints)[0] * n_carry)
+    final, last, buf, (pos, steps) = _split(fwd, n_carry, n_carry, n_carry)
     cconsts, bconsts, _ = _split(primals, cond_nconsts, body_nconsts)
     _, bconst_t, init_t = _split(tangents, cond_nconsts, body_nconsts)
     t_out = checkpointed_while_lin_p.bind(
@@ -648,8 +612,8 @@ batching.primitive_batchers[checkpointed_while_p] = _ckpt_while_batch
 pe.partial_eval_jaxpr_custom_rules[checkpointed_while_p] = recompute_whole_rule
 
 # The forward pass of a differentiated while loop: the final state, the last step's input,
-# the checkpoint buffers (one per carry leaf, ``checkpoints`` states each), each slot's step
-# (-1: empty) and the number of steps run.
+# the checkpoint buffers (one per carry leaf, ``checkpoints + 1`` states each, the last
+# scratch), each slot's step (-1: empty) and the number of steps run.
 
 checkpointed_while_fwd_p = Primitive("checkpointed_while_fwd")
 checkpointed_while_fwd_p.multiple_results = True
@@ -670,11 +634,10 @@ def _while_forward(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, ma
     def step_fn(st):
         step, sw, level, val, _, buf, pos = st
         save, slot, sw, level = _online_slot(step, sw, level, pos, k, max_steps)
-        buf, pos = conditionals.cond(
-            save, lambda b, p, v, i, s: [_write(b, v, i, k),
-                                         dynamic_update_index_in_dim(
-                                             p, expand_dims(s, (0,)), i, 0)],
-            lambda b, p, v, i, s: [list(b), p], list(buf), pos, list(val), slot, step)
+        buf = _write(buf, val, slot, save, k)
+        pos = conditionals.cond(
+            save, lambda p, i, s: dynamic_update_index_in_dim(p, expand_dims(s, (0,)), i, 0),
+            lambda p, i, s: p, pos, slot, step)
         return [add(step, _I32(1)), sw, level, body(val), list(val), buf, pos]
 
     steps, _, _, final, last, buf, pos = _while(
@@ -698,7 +661,7 @@ def _while_fwd_batch(vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_n
                                          cond_nconsts=nc, body_nconsts=nb,
                                          max_steps=max_steps, checkpoints=checkpoints)
     carry_dims = [0 if b else None for b in kb]
-    buf_dims = [1 if b else None for b in kb] * _groups(checkpoints)[0]
+    buf_dims = [1 if b else None for b in kb]
     return outs, carry_dims + carry_dims + buf_dims + [None, None]
 
 
@@ -720,8 +683,7 @@ checkpointed_while_lin_p.multiple_results = True
 
 
 def _while_lin_operands(args, cond_nconsts, body_nconsts, n_carry, checkpoints):
-    n_buf = _groups(checkpoints)[0] * n_carry
-    cconsts, bconsts, buf, rest = _split(args, cond_nconsts, body_nconsts, n_buf)
+    cconsts, bconsts, buf, rest = _split(args, cond_nconsts, body_nconsts, n_carry)
     pos, steps, rest = rest[0], rest[1], rest[2:]
     last, tangents = rest[:n_carry], rest[n_carry:]
     return cconsts, bconsts, buf, pos, steps, last, tangents

@@ -27,6 +27,7 @@ from remat.lax.control_flow.common import (
 from remat.lax.elementwise import add, convert_element_type, lt, select
 from remat.lax.reductions import reduce_or
 from remat.lax.shape import broadcast_in_dim
+from remat.runtime import registry
 from remat.tree_util import (
     tree_flatten,
     tree_structure,
@@ -871,3 +872,20 @@ def _while_discharge(contents, invals, eqn):
 
 discharge.handle_refs(scan_p, _scan_discharge)
 discharge.handle_refs(while_p, _while_discharge)
+
+
+def _donating(prim, run):
+    """Let the executor hand a loop the operands it may write into (``run``: the loop taking
+    them over); a loop over Refs runs as its impl does."""
+    impl = prim.impl
+
+    def donating(offered, taken, *args, **params):
+        if discharge.params_have_state(params):
+            return impl(*args, **params)
+        return run(offered, taken, *args, **params)
+
+    registry.donating_impls[prim] = (impl, donating)
+
+
+_donating(scan_p, exec_loops.donating_scan)
+_donating(while_p, exec_loops.donating_while)
