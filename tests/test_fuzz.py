@@ -2,12 +2,14 @@
 programs, each checked with vs without its checkpoints, jit vs eager, and against JAX where it
 is installed; and the programs it found wrong, shrunk, as regression cases.
 
+The slices are sized for the suite; ``REMAT_FUZZ_SCALE=N`` runs N times as many programs.
 Long campaigns: ``python tests/fuzz_campaign.py --cases 50000``.
 """
 
 import collections
 import contextlib
 import importlib.util
+import os
 
 import fuzzing
 import pytest
@@ -19,6 +21,11 @@ from remat.config import config
 
 SLICE = settings(deadline=None, derandomize=True, database=None,
                  suppress_health_check=list(HealthCheck))
+SCALE = float(os.environ.get("REMAT_FUZZ_SCALE", "1"))
+
+
+def examples(n):
+    return max(1, round(n * SCALE))
 
 
 @contextlib.contextmanager
@@ -45,14 +52,14 @@ def namespaces():
         yield fuzzing.Namespace.remat(), jax_ns
 
 
-@settings(SLICE, max_examples=300)
+@settings(SLICE, max_examples=examples(120))
 @given(st.data())
 def test_checkpoints_and_jit_never_change_a_result(namespaces, data):
     program = fuzzing.draw_program(fuzzing.HypothesisChooser(data))
     fuzzing.check_program(program, namespaces[0])
 
 
-@settings(SLICE, max_examples=150)
+@settings(SLICE, max_examples=examples(50))
 @given(st.data())
 def test_remat_agrees_with_jax(namespaces, data):
     if namespaces[1] is None:
@@ -70,7 +77,7 @@ def test_remat_agrees_with_jax(namespaces, data):
         raise
 
 
-@settings(SLICE, max_examples=40)
+@settings(SLICE, max_examples=examples(40))
 @given(st.data())
 def test_native_loops_agree_with_python_loops(namespaces, data):
     pytest.importorskip("numba")
