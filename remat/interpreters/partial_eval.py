@@ -99,7 +99,9 @@ class StagingTrace(Trace):
         aval = get_aval(x)
         if not isinstance(aval, core.ShapedArray):  # a mutable array (remat.Ref): by reference
             return self._const(x, aval)
-        if not aval.shape and not isinstance(aval.dtype, dtypes.ExtendedDType):  # keys: consts
+        # keys, and what has no value (a ShapeDtypeStruct out of eval_shape), are consts
+        if not aval.shape and not isinstance(aval.dtype, dtypes.ExtendedDType) and \
+                core.is_array_like(x):
             return Literal(core.to_numpy(x, aval)[()], aval)
         return self._const(x, aval)
 
