@@ -179,6 +179,28 @@ def test_jit_static_argnames_and_kwargs():
     np.testing.assert_allclose(fun(X, scale=3.0), X * 3)
 
 
+def test_jit_device_and_backend_options_as_in_jax():
+    # chex's jit variant passes device=None, backend=None; a CPU device or backend places
+    # nothing differently on remat; JAX's deprecation warning, its ValueError for both at
+    # once, its RuntimeError for an unknown backend when the function is traced
+    np.testing.assert_allclose(remat.jit(lambda x: x * 2, device=None, backend=None)(X), X * 2)
+    for placement in ({"device": remat.devices()[0]}, {"backend": "cpu"}):
+        with pytest.warns(DeprecationWarning, match="backend and device argument on jit"):
+            fun = remat.jit(lambda x: x * 2, **placement)
+        np.testing.assert_allclose(fun(X), X * 2)
+        with pytest.warns(DeprecationWarning, match="backend and device argument on jit"):
+            fun = remat.jit(**placement)(lambda x: x * 3)
+        np.testing.assert_allclose(fun(X), X * 3)
+    with pytest.warns(DeprecationWarning), pytest.raises(
+            ValueError, match=r"can't specify both a device and a backend for jit, got "
+                              r"device=CpuDevice\(id=0\) and backend='cpu'"):
+        remat.jit(lambda x: x, device=remat.devices()[0], backend="cpu")
+    with pytest.warns(DeprecationWarning):
+        fun = remat.jit(lambda x: x, backend="gpu")
+    with pytest.raises(RuntimeError, match="Unknown backend: 'gpu' requested"):
+        fun(X)
+
+
 def test_jit_equals_eager_and_disable_jit():
     fun = lambda x, y: jnp.sum(jnp.tanh(x @ y.T))
     np.testing.assert_allclose(remat.jit(fun)(X, Y), fun(X, Y), rtol=1e-6)
