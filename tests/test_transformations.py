@@ -1,5 +1,7 @@
 """jvp, linearize, vjp, grad, jacobians, vmap, jit — alone and nested in any order."""
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -145,6 +147,23 @@ def test_vmap_unbatched_output_is_broadcast():
     assert out.shape == (4,)
 
 
+def test_vmap_maps_keyword_arguments_along_their_leading_axis():
+    # JAX's rule: in_axes covers the positional arguments; keyword arguments are mapped
+    # along axis 0 (a scalar one is an error, as a mismatched size)
+    f = lambda a, *, b, c=1.0: a * b["w"] + c
+    x, w = np.arange(3.0, dtype=f32), np.arange(6.0, dtype=f32).reshape(3, 2)
+    got = remat.vmap(f, in_axes=(None,))(x, b={"w": w[:, 0]})
+    np.testing.assert_allclose(got, x[None, :] * w[:, :1] + 1.0)
+    got = remat.vmap(f)(x, b={"w": w[:, 1]}, c=x)
+    np.testing.assert_allclose(got, x * w[:, 1] + x)
+    with pytest.raises(ValueError, match=r"along axis 0, which implies that its rank should "
+                                         r"be at least 1, but is only 0"):
+        remat.vmap(f)(x, b={"w": w[:, 0]}, c=2.0)
+    with pytest.raises(ValueError, match=r"inconsistent sizes(.|\n)*kwargs\['b'\]\['w'\]"):
+        remat.vmap(f)(x, b={"w": w[:2, 0]})
+    assert remat.vmap(remat.jit(f))(x, b={"w": w[:, 0]}).shape == (3,)
+
+
 def test_vmap_inconsistent_sizes_error():
     with pytest.raises(ValueError, match="inconsistent sizes"):
         remat.vmap(jnp.add)(np.ones(2, f32), np.ones(3, f32))
@@ -199,6 +218,16 @@ def test_jit_device_and_backend_options_as_in_jax():
         fun = remat.jit(lambda x: x, backend="gpu")
     with pytest.raises(RuntimeError, match="Unknown backend: 'gpu' requested"):
         fun(X)
+
+
+def test_jitted_function_carries_its_signature():
+    # chex's fake pmap reads it with inspect.signature(f, follow_wrapped=False), as JAX has it
+    def f(x, y=2, *, z):
+        return x
+
+    jitted = remat.jit(f, static_argnames="z")
+    assert inspect.signature(jitted, follow_wrapped=False) == inspect.signature(f)
+    assert str(jitted.__signature__) == "(x, y=2, *, z)"
 
 
 def test_jit_equals_eager_and_disable_jit():

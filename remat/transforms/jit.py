@@ -5,6 +5,7 @@ ahead-of-time stages (``trace``, ``lower``, ``eval_shape``)."""
 
 import functools
 import gc
+import inspect
 import logging
 import sys
 import time
@@ -82,6 +83,12 @@ class JittedFunction:
         self._traces = _traces_for(fun, (self.static_argnums, self.static_argnames,
                                          self.donate_argnums, bool(keep_unused), bool(inline)))
         functools.update_wrapper(self, fun, updated=())  # not fun's __dict__
+
+    @property
+    def __signature__(self):
+        """``fun``'s signature, which JAX's jitted functions carry themselves: read even where
+        wrappers are not followed (``inspect.signature(f, follow_wrapped=False)``)."""
+        return inspect.signature(self.fun)
 
     cache = property(lambda self: self._traces.cache, doc="The traces, by signature.")
     trace_count = property(lambda self: self._traces.count,
