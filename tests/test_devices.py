@@ -1,7 +1,10 @@
 """The device API for remat's one CPU device, the Array placement attributes, and the other
 top-level runtime names (config contexts, typeof, linear_transpose ...), against JAX."""
 
+import os
 import pickle
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -13,6 +16,8 @@ from remat.config import config
 from remat.test_util import check_grads
 
 jax = pytest.importorskip("jax")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_devices_and_counts_match_jax():
@@ -101,6 +106,20 @@ def test_config_contexts_like_jax():
         assert config.default_matmul_precision == "highest"
         assert config.transfer_guard_host_to_device == "disallow"
     assert config.transfer_guard_host_to_device is None
+
+
+def test_parse_flags_with_absl_reads_the_command_line_as_jax():
+    # flax's test modules call it at import; each process parses once, so each runs apart
+    code = ("import sys; import {lib} as jax; jax.config.parse_flags_with_absl(); "
+            "c = jax.config; print(c.jax_enable_x64, c.jax_numpy_rank_promotion, "
+            "c.jax_debug_nans, c.jax_debug_infs)")
+    argv = ["--jax_enable_x64", "--jax_numpy_rank_promotion=warn", "--jax_no_such_flag=1",
+            "--other", "--jax_debug_infs=false", "--", "--jax_debug_nans"]
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    outs = [subprocess.run([sys.executable, "-c", code.format(lib=lib), *argv], env=env,
+                           capture_output=True, text=True, timeout=120) for lib in ("remat", "jax")]
+    assert outs[0].returncode == 0, outs[0].stderr[-2000:]
+    assert outs[0].stdout == outs[1].stdout == "True warn False False\n"
 
 
 def test_debug_nans_and_infs_in_jit():
