@@ -122,6 +122,35 @@ def test_parse_flags_with_absl_reads_the_command_line_as_jax():
     assert outs[0].stdout == outs[1].stdout == "True warn False False\n"
 
 
+def test_mesh_utils_as_jax_lays_out_cpu_devices():
+    from jax.experimental import mesh_utils as jax_mesh_utils
+
+    from remat.experimental import mesh_utils
+
+    for fn, args, kwargs in [("create_device_mesh", ((1, 1),), {}),
+                             ("create_device_mesh", ([1],), {}),
+                             ("create_hybrid_device_mesh", ((1,), (1,)),
+                              {"process_is_granule": True})]:
+        got, want = getattr(mesh_utils, fn)(*args, **kwargs), getattr(jax_mesh_utils, fn)(
+            *args, **kwargs)
+        assert repr(got) == repr(want)
+    for args, match in [(((2, 1),), r"Number of devices 1 must equal the product of "
+                                    r"mesh_shape \(2, 1\)"),
+                        ((("a", 1),), "should be a sequence of ints")]:
+        for lib in (mesh_utils, jax_mesh_utils):
+            with pytest.raises(ValueError, match=match):
+                lib.create_device_mesh(*args)
+    for lib in (mesh_utils, jax_mesh_utils):
+        with pytest.raises(ValueError, match="does not have attribute slice_index"):
+            lib.create_hybrid_device_mesh((1,), (1,))
+    with config.override("remat_num_cpu_devices", 4):
+        mesh = mesh_utils.create_device_mesh((2, 2))
+        assert mesh.shape == (2, 2) and [d.id for d in mesh.flat] == [0, 1, 2, 3]
+        mesh = mesh_utils.create_device_mesh((2, 1), remat.devices()[2:])
+        assert [d.id for d in mesh.flat] == [2, 3]
+        assert remat.sharding.Mesh(mesh_utils.create_device_mesh((4,)), ("x",)).size == 4
+
+
 def test_debug_nans_and_infs_in_jit():
     with remat.debug_nans(True):
         with pytest.raises(FloatingPointError, match=r"invalid value \(nan\) encountered in log"):
