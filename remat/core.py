@@ -38,7 +38,10 @@ class ShapedArray(AbstractValue):
     __slots__ = ("shape", "dtype", "weak_type", "_hash")
     array_abstraction_level = 1
 
-    def __init__(self, shape, dtype, weak_type=False):
+    def __init__(self, shape, dtype, weak_type=False, *, sharding=None):
+        # ``sharding``: JAX's avals carry one; remat's values are whole on the host, so an
+        # aval's sharding is always the replicated one (below) and a given one is not kept
+        del sharding
         self.shape = tuple(shape)
         # extended dtypes (key<fry>) stay themselves; their values are NumPy records
         self.dtype = dtype if isinstance(dtype, (np.dtype, dtypes.ExtendedDType)) else \
@@ -66,7 +69,8 @@ class ShapedArray(AbstractValue):
         return sharding.NamedSharding(sharding.get_abstract_mesh(),
                                       sharding.PartitionSpec(*(None,) * len(self.shape)))
 
-    def update(self, shape=None, dtype=None, weak_type=None):
+    def update(self, shape=None, dtype=None, weak_type=None, sharding=None):
+        del sharding  # (see __init__)
         return ShapedArray(self.shape if shape is None else shape,
                            self.dtype if dtype is None else dtype,
                            self.weak_type if weak_type is None else weak_type)

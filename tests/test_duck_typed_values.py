@@ -357,6 +357,18 @@ def test_aval_sharding_is_replicated_over_the_empty_mesh():
         assert _sharding_facts(got) == _sharding_facts(JaxShapedArray(shape, np.float32).sharding)
 
 
+def test_aval_made_with_a_sharding():
+    # flax's nn.scan builds ``ShapedArray(shape, dtype, sharding=x.aval.sharding)``; remat's
+    # values are whole on the host, so an aval's sharding stays the replicated one
+    x = jnp.ones((4, 6))
+    aval = ShapedArray((4, 6), np.float32, sharding=remat.typeof(x).sharding)
+    javal = JaxShapedArray((4, 6), np.float32, sharding=jax.typeof(jjnp.ones((4, 6))).sharding)
+    assert aval == ShapedArray((4, 6), np.float32) and aval.shape == javal.shape
+    assert _sharding_facts(aval.sharding) == _sharding_facts(javal.sharding)
+    assert ShapedArray((6,), np.float32, True, sharding=None).weak_type
+    assert aval.update(shape=(6,), sharding=None).shape == (6,)
+
+
 def test_traced_aval_sharding_as_optax_reads_it():
     # optax: ``jax.typeof(x).sharding.mesh.are_all_axes_explicit``, ``sharding.spec``
     seen = {}
