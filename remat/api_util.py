@@ -24,7 +24,11 @@ class OutStore:
 
 
 def flatten_fun(fun, in_tree):
-    """``fun(*args, **kwargs)`` as a function of the flat leaves of ``(args, kwargs)``."""
+    """``fun(*args, **kwargs)`` as a function of the flat leaves of ``(args, kwargs)``:
+    ``(flat function, OutStore)``; for a ``WrappedFun`` (libraries calling
+    ``jax.api_util``), JAX's ``(wrapped flat function, thunk of the output tree)``."""
+    if hasattr(fun, "call_wrapped"):
+        return _flatten_wrapped(fun, in_tree, True)
     store = OutStore()
 
     def flat_fun(*leaves):
@@ -38,7 +42,10 @@ def flatten_fun(fun, in_tree):
 
 def flatten_fun_nokwargs(fun, in_tree, has_aux=False):
     """``fun(*args)`` as a function of the flat leaves of ``args``. With ``has_aux`` the
-    function returns ``(out, aux)`` and the flat output is out's leaves then aux's leaves."""
+    function returns ``(out, aux)`` and the flat output is out's leaves then aux's leaves.
+    A ``WrappedFun`` gets JAX's form, as in ``flatten_fun``."""
+    if hasattr(fun, "call_wrapped") and not has_aux:
+        return _flatten_wrapped(fun, in_tree, False)
     store = OutStore()
 
     def flat_fun(*leaves):
@@ -55,6 +62,30 @@ def flatten_fun_nokwargs(fun, in_tree, has_aux=False):
         return flat_out + aux_leaves
 
     return flat_fun, store
+
+
+def _flatten_wrapped(fun, in_tree, with_kwargs):
+    """JAX's flattening of a ``WrappedFun`` (``remat.extend.linear_util``):
+    ``(wrapped flat function, thunk of the output tree)``."""
+    return fun.wrap_with_aux(_flat_call, (in_tree, with_kwargs), False)
+
+
+def _flat_call(f, in_tree, with_kwargs, *leaves):
+    """JAX's flattening transformation of a ``WrappedFun``: ``(flat outputs, output tree)``."""
+    if with_kwargs:
+        args, kwargs = tree_unflatten(in_tree, leaves)
+    else:
+        args, kwargs = tree_unflatten(in_tree, leaves), {}
+    return tree_flatten(f(*args, **kwargs))
+
+
+def debug_info(traced_for, fun, args, kwargs, *, static_argnums=(), static_argnames=(),
+               result_paths_thunk=None, sourceinfo=None, signature=None):
+    """JAX's ``DebugInfo`` of tracing ``fun`` at ``args`` and ``kwargs`` for ``traced_for``
+    (libraries wrap functions with it: ``lu.wrap_init(f, debug_info=...)``)."""
+    dynamic = {k: v for k, v in kwargs.items() if k not in static_argnames}
+    return core.DebugInfo(fun_name(fun), arg_names(fun, args, dynamic, static_argnums),
+                          traced_for, sourceinfo or fun_sourceinfo(fun))
 
 
 def check_callable(fun):

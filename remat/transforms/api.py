@@ -544,8 +544,12 @@ def _broadcast_prefix(prefix, full):
                                  zip(prefix_leaves, subtrees)])
 
 
-def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None):
-    """Vectorize ``fun`` over the ``in_axes`` of its arguments."""
+def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_name=None):
+    """Vectorize ``fun`` over the ``in_axes`` of its arguments. ``spmd_axis_name`` is the
+    mesh axis JAX adds to the sharding constraints inside (flax's lifted vmap passes it);
+    remat's values are whole on the host, with no sharding to constrain, so it changes
+    nothing."""
+    del spmd_axis_name
     check_callable(fun)
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
