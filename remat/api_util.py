@@ -24,7 +24,11 @@ class OutStore:
 
 
 def flatten_fun(fun, in_tree):
-    """``fun(*args, **kwargs)`` as a function of the flat leaves of ``(args, kwargs)``."""
+    """``fun(*args, **kwargs)`` as a function of the flat leaves of ``(args, kwargs)``:
+    ``(flat function, OutStore)``; for a ``WrappedFun`` (libraries calling
+    ``jax.api_util``), JAX's ``(wrapped flat function, thunk of the output tree)``."""
+    if hasattr(fun, "call_wrapped"):
+        return _flatten_wrapped(fun, in_tree, True)
     store = OutStore()
 
     def flat_fun(*leaves):
@@ -38,7 +42,10 @@ def flatten_fun(fun, in_tree):
 
 def flatten_fun_nokwargs(fun, in_tree, has_aux=False):
     """``fun(*args)`` as a function of the flat leaves of ``args``. With ``has_aux`` the
-    function returns ``(out, aux)`` and the flat output is out's leaves then aux's leaves."""
+    function returns ``(out, aux)`` and the flat output is out's leaves then aux's leaves.
+    A ``WrappedFun`` gets JAX's form, as in ``flatten_fun``."""
+    if hasattr(fun, "call_wrapped") and not has_aux:
+        return _flatten_wrapped(fun, in_tree, False)
     store = OutStore()
 
     def flat_fun(*leaves):
@@ -55,6 +62,30 @@ def flatten_fun_nokwargs(fun, in_tree, has_aux=False):
         return flat_out + aux_leaves
 
     return flat_fun, store
+
+
+def _flatten_wrapped(fun, in_tree, with_kwargs):
+    """JAX's flattening of a ``WrappedFun`` (``remat.extend.linear_util``):
+    ``(wrapped flat function, thunk of the output tree)``."""
+    return fun.wrap_with_aux(_flat_call, (in_tree, with_kwargs), False)
+
+
+def _flat_call(f, in_tree, with_kwargs, *leaves):
+    """JAX's flattening transformation of a ``WrappedFun``: ``(flat outputs, output tree)``."""
+    if with_kwargs:
+        args, kwargs = tree_unflatten(in_tree, leaves)
+    else:
+        args, kwargs = tree_unflatten(in_tree, leaves), {}
+    return tree_flatten(f(*args, **kwargs))
+
+
+def debug_info(traced_for, fun, args, kwargs, *, static_argnums=(), static_argnames=(),
+               result_paths_thunk=None, sourceinfo=None, signature=None):
+    """JAX's ``DebugInfo`` of tracing ``fun`` at ``args`` and ``kwargs`` for ``traced_for``
+    (libraries wrap functions with it: ``lu.wrap_init(f, debug_info=...)``)."""
+    dynamic = {k: v for k, v in kwargs.items() if k not in static_argnames}
+    return core.DebugInfo(fun_name(fun), arg_names(fun, args, dynamic, static_argnums),
+                          traced_for, sourceinfo or fun_sourceinfo(fun))
 
 
 def check_callable(fun):
@@ -118,15 +149,36 @@ def abstract_leaves(flat_args, names_of):
 
 
 def abstractify(x, name):
-    """The aval of an argument leaf; TypeError naming the argument when it is not an array."""
-    if isinstance(x, ShapeDtypeStruct):
-        return core.ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype), x.weak_type)
+    """The aval of an argument leaf, as JAX's ``shaped_abstractify`` reads it: an array's
+    own, an aval itself, else the ``shape`` and ``dtype`` of anything that has a dtype (a
+    ``ShapeDtypeStruct``: ``eval_shape(f, struct)``); TypeError naming the argument when it
+    is none of these."""
+    if isinstance(x, core.AbstractValue):
+        return x
     try:
         return core.get_aval(x)
     except TypeError:
+        pass
+    aval = _duck_aval(x)
+    if aval is None:
         raise TypeError(f"Argument '{name}' of type {type(x)} is not a valid JAX type: "
                         f"traced arguments must be arrays or scalars "
-                        f"(mark it static with static_argnums to pass other values).") from None
+                        f"(mark it static with static_argnums to pass other values).")
+    return aval
+
+
+def _duck_aval(x):
+    """The aval of a value that is not an array but has a ``dtype`` (and maybe a ``shape``
+    and ``weak_type``), or None. Classes (``jnp.float32``, whose ``dtype`` is a class
+    attribute) are types, not values."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is None or isinstance(x, type):
+        return None
+    try:
+        dtype = dtypes.canonicalize_dtype(dtype)
+    except TypeError:
+        return None
+    return core.ShapedArray(np.shape(x), dtype, getattr(x, "weak_type", False))
 
 
 class ShapeDtypeStruct:
@@ -142,7 +194,8 @@ class ShapeDtypeStruct:
                              f"`jax.sharding.PartitionSpec`. Got {sharding} of type "
                              f"{type(sharding)}.")
         self.shape = tuple(shape)
-        self.dtype = np.dtype(dtype)
+        # extended dtypes (``key<fry>``) stay themselves, as in an aval
+        self.dtype = dtype if isinstance(dtype, dtypes.ExtendedDType) else np.dtype(dtype)
         self.weak_type = weak_type
         self._sharding = sharding
 
@@ -167,7 +220,7 @@ class ShapeDtypeStruct:
         arrays."""
         if isinstance(x, ShapeDtypeStruct):
             return cls(x.shape, x.dtype, x.weak_type, sharding=x._sharding)
-        aval = core.get_aval(x)
+        aval = abstractify(x, "x")
         return cls(aval.shape, aval.dtype, aval.weak_type)
 
     def update(self, **kwargs):
@@ -198,6 +251,10 @@ class ShapeDtypeStruct:
         sharding = "" if sharding is None else f", sharding={sharding}"
         weak = ", weak_type=True" if self.weak_type else ""
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{sharding}{weak})"
+
+
+core.pytype_aval_mappings[ShapeDtypeStruct] = lambda s: core.ShapedArray(
+    s.shape, dtypes.canonicalize_dtype(s.dtype), s.weak_type)
 
 
 def normalize_argnums(argnums, num_args, fun_label, what="static_argnums"):

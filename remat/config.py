@@ -2,8 +2,10 @@
 
 import contextlib
 import functools
+import itertools
 import operator
 import os
+import sys
 
 _TRUE = ("1", "true", "yes", "on")
 
@@ -136,6 +138,25 @@ class Config:
     def __setattr__(self, name, value):
         self.update(name, value)
 
+    def parse_flags_with_absl(self):
+        """JAX's reading of its flags from the command line: the arguments before a ``--``
+        that start with ``--jax``, as ``--jax_name=value`` (or ``--jax_name``, a boolean set);
+        those naming no flag are left alone (absl's ``known_only``). Once per process, as
+        in JAX (flax's test modules call it at import)."""
+        global _parsed_command_line
+        if _parsed_command_line:
+            return
+        for arg in itertools.takewhile(lambda a: a != "--", sys.argv[1:]):
+            name, has_value, value = arg[2:].partition("=")
+            if not arg.startswith("--jax") or name[4:] not in self._defaults:
+                continue
+            if not has_value:
+                if not isinstance(self._defaults[name[4:]][1], bool):
+                    raise ValueError(f"Flag --{name} must have a value other than None.")
+                value = True
+            self.update(name, value)
+        _parsed_command_line = True
+
     def trace_context(self):
         """The values of the flags that change what a trace produces (cache keys use it)."""
         return tuple(getattr(self, f) for f in self._trace_flags)
@@ -153,6 +174,7 @@ class Config:
 
 
 config = Config()
+_parsed_command_line = False  # parse_flags_with_absl has run
 
 
 class State:

@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 
-from remat import dtypes, source_info
+from remat import dtypes, sharding, source_info
 from remat.errors import (
     ConcretizationTypeError,
     TracerArrayConversionError,
@@ -26,13 +26,22 @@ from remat.runtime import memory
 # --- abstract values -------------------------------------------------------------------------
 
 
-class ShapedArray:
+class AbstractValue:
+    """The base of abstract values (JAX's ``core.AbstractValue``: libraries test for it)."""
+
+    __slots__ = ()
+
+
+class ShapedArray(AbstractValue):
     """The abstract value of an array: shape, dtype and whether its dtype is weak."""
 
     __slots__ = ("shape", "dtype", "weak_type", "_hash")
     array_abstraction_level = 1
 
-    def __init__(self, shape, dtype, weak_type=False):
+    def __init__(self, shape, dtype, weak_type=False, *, sharding=None):
+        # ``sharding``: JAX's avals carry one; remat's values are whole on the host, so an
+        # aval's sharding is always the replicated one (below) and a given one is not kept
+        del sharding
         self.shape = tuple(shape)
         # extended dtypes (key<fry>) stay themselves; their values are NumPy records
         self.dtype = dtype if isinstance(dtype, (np.dtype, dtypes.ExtendedDType)) else \
@@ -52,7 +61,16 @@ class ShapedArray:
     def nbytes(self):
         return self.size * self.dtype.itemsize
 
-    def update(self, shape=None, dtype=None, weak_type=None):
+    @property
+    def sharding(self):
+        """JAX's sharding of an abstract value: replicated over the abstract mesh in force
+        (remat's arrays are whole on the host), so ``typeof(x).sharding.mesh`` and ``.spec``
+        read as in JAX."""
+        return sharding.NamedSharding(sharding.get_abstract_mesh(),
+                                      sharding.PartitionSpec(*(None,) * len(self.shape)))
+
+    def update(self, shape=None, dtype=None, weak_type=None, sharding=None):
+        del sharding  # (see __init__)
         return ShapedArray(self.shape if shape is None else shape,
                            self.dtype if dtype is None else dtype,
                            self.weak_type if weak_type is None else weak_type)
@@ -106,8 +124,14 @@ def _python_scalar_aval(x):
     return ShapedArray((), dtype, weak_type=type(x) is not bool)  # bools are never weak
 
 
+# the avals of types of the layers above that stand for arrays without being values (the
+# ShapeDtypeStruct of api_util), as JAX's ``pytype_aval_mappings``
+pytype_aval_mappings = {}
+
+
 def get_aval(x):
-    """The abstract value of an array, tracer, NumPy value or Python scalar."""
+    """The abstract value of an array, tracer, NumPy value or Python scalar (or of a type
+    registered in ``pytype_aval_mappings``)."""
     aval = getattr(x, "aval", None)
     if aval is not None:
         return aval
@@ -115,6 +139,9 @@ def get_aval(x):
         return _python_scalar_aval(x)
     if isinstance(x, (np.ndarray, np.generic)):
         return ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype))
+    mapping = pytype_aval_mappings.get(type(x))
+    if mapping is not None:
+        return mapping(x)
     raise TypeError(f"Value {x!r} with type {type(x)} is not a valid JAX type")
 
 

@@ -13,6 +13,7 @@ the rule on the JVP trace's primals and tangents, so Python control flow on valu
 """
 
 import functools
+import inspect
 
 import numpy as np
 
@@ -125,6 +126,10 @@ def _trace_call(cache, fun, key_extra, flat_args, in_tree, name):
     return traced
 
 
+def _opaque(*args, **kwargs):
+    """The signature JAX gives a ``functools.partial``: no keyword resolves to a position."""
+
+
 class _CustomDerivative:
     """What custom_jvp and custom_vjp share: nondiff arguments, and the traced call."""
 
@@ -135,14 +140,29 @@ class _CustomDerivative:
         self.fun = fun
         self.nondiff_argnums = tuple(nondiff_argnums)
         self._cache = TraceCache()
+        self._signature = None  # the function's, read at the first call
 
-    def _check_call(self, kwargs, rule):
-        if kwargs:
-            raise TypeError(f"{self.kind} function {fun_name(self.fun)} does not accept "
-                            f"keyword arguments; pass them positionally")
+    def _positional(self, args, kwargs, rule):
+        """The call's arguments, all positional: keyword arguments bound to their positions
+        by the function's signature, defaults filled in, as JAX's ``resolve_kwargs``."""
         if rule is None:
             raise AttributeError(f"No {self.rule_name} defined for {self.kind} function "
                                  f"{fun_name(self.fun)} using def{self.rule_name.lower()}.")
+        try:
+            if self._signature is None:
+                self._signature = inspect.signature(
+                    _opaque if isinstance(self.fun, functools.partial) else self.fun)
+            bound = self._signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            passed = [k for k in bound.kwargs if k in kwargs]
+            if passed:
+                raise TypeError(f"The following keyword arguments could not be resolved to "
+                                f"positions: {', '.join(passed)}")
+        except TypeError as e:
+            raise TypeError(f"The input arguments to the {self.kind}-decorated function "
+                            f"{fun_name(self.fun)} could not be resolved to positional-only "
+                            f"arguments. Binding failed with the error:\n{e}") from e
+        return bound.args
 
     def _run_fun(self, nondiff, in_tree, out_tree, flat_args):
         """The function itself on concrete values, handed arrays as JAX hands them."""
@@ -332,7 +352,7 @@ class custom_jvp(_CustomDerivative):
         self.defjvp(jvp)
 
     def __call__(self, *args, **kwargs):
-        self._check_call(kwargs, self.jvp)
+        args = self._positional(args, kwargs, self.jvp)
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         flat_args, in_tree = tree_flatten(diff)
         out_tree = {}  # the output structure: the traced function's, or else the rule's
@@ -530,7 +550,7 @@ class custom_vjp(_CustomDerivative):
         self.symbolic_zeros, self.optimize_remat = symbolic_zeros, optimize_remat
 
     def __call__(self, *args, **kwargs):
-        self._check_call(kwargs, self.fwd)
+        args = self._positional(args, kwargs, self.fwd)
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         flat_args, in_tree = tree_flatten(diff)
         out_tree = {}  # the output structure: the traced function's, or else fwd's

@@ -53,6 +53,9 @@ def _version_module():
 
 
 def _jax_module():
+    # ``import jax`` imports its private modules that libraries reach by attribute
+    # (``jax._src.xla_bridge._backends``): so does the alias, for remat's stand-ins
+    importlib.import_module("remat._src")
     module = _JaxModule("jax", remat.__doc__)
     module.__version__ = JAX_API_VERSION
     module.__version_info__ = _VERSION_INFO

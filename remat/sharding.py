@@ -201,14 +201,16 @@ class _MeshShape:
     def _names_of(self, kind):
         return tuple(n for n, t in zip(self._axis_names, self._axis_types) if t is kind)
 
+    def _all_of(self, kind):
+        """Whether every axis is of ``kind``: False for a mesh without axes, as in JAX."""
+        return bool(self._axis_types) and all(t is kind for t in self._axis_types)
+
     auto_axes = property(lambda self: self._names_of(AxisType.Auto))
     explicit_axes = property(lambda self: self._names_of(AxisType.Explicit))
     manual_axes = property(lambda self: self._names_of(AxisType.Manual))
-    are_all_axes_auto = property(lambda self: all(t is AxisType.Auto for t in self._axis_types))
-    are_all_axes_explicit = property(
-        lambda self: all(t is AxisType.Explicit for t in self._axis_types))
-    are_all_axes_manual = property(
-        lambda self: all(t is AxisType.Manual for t in self._axis_types))
+    are_all_axes_auto = property(lambda self: self._all_of(AxisType.Auto))
+    are_all_axes_explicit = property(lambda self: self._all_of(AxisType.Explicit))
+    are_all_axes_manual = property(lambda self: self._all_of(AxisType.Manual))
 
     def _shape_repr(self):
         return ", ".join(f"'{n}': {s}" for n, s in zip(self._axis_names, self._axis_sizes))

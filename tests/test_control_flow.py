@@ -404,6 +404,26 @@ def test_cond_values_and_float_predicate():
     assert float(lax.cond(False, lambda: x[0], lambda: x[1])) == x[1]
 
 
+def test_cond_older_spellings_as_in_jax():
+    # optax's tests pass the operand as ``operand=``; JAX also keeps the five-argument form
+    x = rand(3)
+    for pred in (True, False):
+        want = x + 1.0 if pred else x * 2.0
+        assert_close(lax.cond(pred, lambda v: v + 1.0, lambda v: v * 2.0, operand=x), want)
+        got = remat.jit(lambda p, v: lax.cond(p, lambda a: a + 1.0, lambda a: a * 2.0,
+                                              operand=v))(pred, x)
+        assert_close(got, want)
+        assert_close(lax.cond(pred, x, lambda v: v + 1.0, 2 * x, lambda v: v * 2.0),
+                     x + 1.0 if pred else 4.0 * x)
+    with pytest.raises(TypeError, match="if 'operand' keyword is passed then no positional "
+                                        "operands can be passed"):
+        lax.cond(True, lambda v: v, lambda v: v, x, operand=x)
+    with pytest.raises(TypeError, match="true_fun and false_fun arguments should be callable"):
+        lax.cond(True, 1, lambda v: v, x)
+    with pytest.raises(TypeError, match="cond predicate is None"):
+        lax.cond(None, lambda v: v, lambda v: v, x)
+
+
 def test_switch_three_branches_with_clamping():
     branches = [lambda x: x + 1.0, lambda x: x * 10.0, lambda x: -x]
     x = rand(2)

@@ -1,5 +1,7 @@
 """custom_jvp and custom_vjp under jvp, grad, vmap, jit and nesting."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -107,6 +109,37 @@ def test_custom_vjp_with_residuals_and_nondiff():
     scaled_sin.defvjp(fwd, bwd)
     np.testing.assert_allclose(remat.grad(lambda x: jnp.sum(scaled_sin(x, 3.0)))(X),
                                3 * np.cos(X), rtol=1e-6)
+
+
+def test_custom_derivatives_bind_keyword_and_default_arguments_as_jax():
+    # JAX resolves a call's keywords to positions and fills in defaults before anything else,
+    # so nondiff_argnums may name a defaulted argument (flax's fp8 ops)
+    @functools.partial(remat.custom_vjp, nondiff_argnums=(1,))
+    def f(x, n=3, *, k=2):
+        return x * n
+
+    f.defvjp(lambda x, n: (x * n, None), lambda n, r, g: (g * n,))
+
+    @functools.partial(remat.custom_jvp, nondiff_argnums=(1,))
+    def h(x, n=3):
+        return x * n
+
+    h.defjvp(lambda n, xs, ts: (xs[0] * n, ts[0] * n))
+    for fun in (f, h):
+        assert float(fun(2.0)) == 6.0 and float(fun(2.0, n=4)) == 8.0
+        assert float(remat.grad(fun)(2.0)) == 3.0
+        assert float(remat.grad(functools.partial(fun, n=5))(1.0)) == 5.0
+        assert float(remat.jit(lambda x, fun=fun: fun(x=x, n=2))(1.5)) == 3.0
+    kind = {f: "custom_vjp", h: "custom_jvp"}
+    for fun, args, kwargs, why in [(f, (2.0,), {"k": 1}, "The following keyword arguments "
+                                    "could not be resolved to positions: k"),
+                                   (f, (2.0, 1, 2), {}, "too many positional arguments"),
+                                   (h, (2.0,), {"m": 1}, "got an unexpected keyword argument 'm'")]:
+        with pytest.raises(TypeError, match=f"The input arguments to the {kind[fun]}-decorated "
+                                            f"function {fun.__name__} could not be resolved to "
+                                            f"positional-only arguments. Binding failed with "
+                                            f"the error:\n{why}"):
+            fun(*args, **kwargs)
 
 
 def test_custom_vjp_forward_mode_error():

@@ -1,7 +1,10 @@
 """The device API for remat's one CPU device, the Array placement attributes, and the other
 top-level runtime names (config contexts, typeof, linear_transpose ...), against JAX."""
 
+import os
 import pickle
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -13,6 +16,8 @@ from remat.config import config
 from remat.test_util import check_grads
 
 jax = pytest.importorskip("jax")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_devices_and_counts_match_jax():
@@ -101,6 +106,49 @@ def test_config_contexts_like_jax():
         assert config.default_matmul_precision == "highest"
         assert config.transfer_guard_host_to_device == "disallow"
     assert config.transfer_guard_host_to_device is None
+
+
+def test_parse_flags_with_absl_reads_the_command_line_as_jax():
+    # flax's test modules call it at import; each process parses once, so each runs apart
+    code = ("import sys; import {lib} as jax; jax.config.parse_flags_with_absl(); "
+            "c = jax.config; print(c.jax_enable_x64, c.jax_numpy_rank_promotion, "
+            "c.jax_debug_nans, c.jax_debug_infs)")
+    argv = ["--jax_enable_x64", "--jax_numpy_rank_promotion=warn", "--jax_no_such_flag=1",
+            "--other", "--jax_debug_infs=false", "--", "--jax_debug_nans"]
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    outs = [subprocess.run([sys.executable, "-c", code.format(lib=lib), *argv], env=env,
+                           capture_output=True, text=True, timeout=120) for lib in ("remat", "jax")]
+    assert outs[0].returncode == 0, outs[0].stderr[-2000:]
+    assert outs[0].stdout == outs[1].stdout == "True warn False False\n"
+
+
+def test_mesh_utils_as_jax_lays_out_cpu_devices():
+    from jax.experimental import mesh_utils as jax_mesh_utils
+
+    from remat.experimental import mesh_utils
+
+    for fn, args, kwargs in [("create_device_mesh", ((1, 1),), {}),
+                             ("create_device_mesh", ([1],), {}),
+                             ("create_hybrid_device_mesh", ((1,), (1,)),
+                              {"process_is_granule": True})]:
+        got, want = getattr(mesh_utils, fn)(*args, **kwargs), getattr(jax_mesh_utils, fn)(
+            *args, **kwargs)
+        assert repr(got) == repr(want)
+    for args, match in [(((2, 1),), r"Number of devices 1 must equal the product of "
+                                    r"mesh_shape \(2, 1\)"),
+                        ((("a", 1),), "should be a sequence of ints")]:
+        for lib in (mesh_utils, jax_mesh_utils):
+            with pytest.raises(ValueError, match=match):
+                lib.create_device_mesh(*args)
+    for lib in (mesh_utils, jax_mesh_utils):
+        with pytest.raises(ValueError, match="does not have attribute slice_index"):
+            lib.create_hybrid_device_mesh((1,), (1,))
+    with config.override("remat_num_cpu_devices", 4):
+        mesh = mesh_utils.create_device_mesh((2, 2))
+        assert mesh.shape == (2, 2) and [d.id for d in mesh.flat] == [0, 1, 2, 3]
+        mesh = mesh_utils.create_device_mesh((2, 1), remat.devices()[2:])
+        assert [d.id for d in mesh.flat] == [2, 3]
+        assert remat.sharding.Mesh(mesh_utils.create_device_mesh((4,)), ("x",)).size == 4
 
 
 def test_debug_nans_and_infs_in_jit():

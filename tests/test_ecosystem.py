@@ -466,6 +466,23 @@ def _run_aliased(code_or_program, *, program=True, timeout=180):
     return proc.stdout
 
 
+def test_xla_bridge_reachable_from_jax_and_device_count_settable_late():
+    # chex's set_n_cpu_devices: ``jax._src.xla_bridge._backends`` (no module import) says
+    # whether the device count is fixed yet; JAX's table is empty until a computation runs,
+    # remat's always is (its devices follow XLA_FLAGS at each call)
+    code = """
+import os
+{setup}
+import jax
+assert jax._src.xla_bridge._backends == {{}}
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=3"
+print(len(jax.devices()), len(jax._src.xla_bridge.devices()))
+"""
+    out = _run_aliased(code.format(setup="import remat.jax_alias; remat.jax_alias.install()"),
+                       program=False)
+    assert out.split() == _run_aliased(code.format(setup=""), program=False).split() == ["3", "3"]
+
+
 def test_jax_alias():
     with pytest.raises(RuntimeError, match="already imported"):
         remat.jax_alias.install()  # this process imported the real JAX: no mixing

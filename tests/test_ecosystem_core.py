@@ -191,6 +191,62 @@ def test_partial_val_matches_jax():
         PartialVal((aval, jnp.ones(2)))
 
 
+def _known_unknown_tracing(lib, lu, pe, np_, shaped_array):
+    """flax's lazy_init and nn.scan: a wrapped function, flattened, traced with some
+    inputs known and some only abstract."""
+
+    def f(x, y, *, scale):
+        return {"known": x * scale, "unknown": y + x, "also_known": np_.sin(x)}
+
+    args, kwargs = (np.float32(1.5), np.ones(3, np.float32)), {"scale": np.float32(2.0)}
+    info = lib.api_util.debug_info("lazy_init", f, args, kwargs)
+    flat, in_tree = lib.tree_util.tree_flatten((args, kwargs))
+    flat_fun, out_tree = lib.api_util.flatten_fun(lu.wrap_init(f, debug_info=info), in_tree)
+    pvals = [pe.PartialVal.known(flat[0]), pe.PartialVal.unknown(shaped_array((3,), np.float32)),
+             pe.PartialVal.known(flat[2])]
+    jaxpr, out_pvals, consts = pe.trace_to_jaxpr_nounits(flat_fun, pvals)
+    knowns = [None if pv is not None else float(const) for pv, const in out_pvals]
+    unknowns = [None if pv is None else (pv.shape, str(pv.dtype)) for pv, _ in out_pvals]
+    return (tuple(info.arg_names), info.traced_for, knowns, unknowns, len(jaxpr.invars),
+            len(jaxpr.eqns), str(out_tree()))
+
+
+def test_known_unknown_tracing_of_wrapped_functions_matches_jax():
+    import jax.extend.linear_util
+
+    from remat.extend import linear_util
+
+    got = _known_unknown_tracing(remat, linear_util, remat.interpreters.partial_eval, jnp,
+                                 remat.core.ShapedArray)
+    want = _known_unknown_tracing(jax, jax.extend.linear_util,
+                                  jax.interpreters.partial_eval, jjnp, jax.core.ShapedArray)
+    assert got[1:] == want[1:]
+    assert got[0] == ("x", "y", "scale") and want[0][:2] == ("x", "y")
+    # with JAX's flatten_fun_nokwargs, and instantiate making a known output unknown
+    wrapped = linear_util.wrap_init(lambda a, b: (a * 2, b))
+    flat_fun, out_tree = remat.api_util.flatten_fun_nokwargs(
+        wrapped, remat.tree_util.tree_structure((1, 2)))
+    aval = remat.core.ShapedArray((), np.float32)
+    pe = remat.interpreters.partial_eval
+    jaxpr, out_pvals, consts = pe.trace_to_jaxpr_nounits(
+        flat_fun, [pe.PartialVal.known(np.float32(3)), pe.PartialVal.unknown(aval)],
+        instantiate=[True, False])
+    assert [pv is None for pv, _ in out_pvals] == [False, False] and len(jaxpr.outvars) == 2
+    assert str(out_tree()) == "PyTreeDef((*, *))"
+
+
+def test_jax_scheduling_and_sharding_options_change_no_value():
+    # flax passes scan's _split_transpose and vmap's spmd_axis_name (its lifted transforms)
+    step = lambda c, x: (c + x, c * x)
+    xs = np.arange(4.0, dtype=np.float32)
+    for split in (False, True):
+        got = remat.lax.scan(step, np.float32(1), xs, _split_transpose=split)
+        want = jax.lax.scan(step, np.float32(1), xs, _split_transpose=split)
+        np.testing.assert_allclose(got[1], want[1])
+    got = remat.vmap(lambda x: x * 2, spmd_axis_name="data")(xs)
+    np.testing.assert_allclose(got, xs * 2)
+
+
 # --- 4. vmap: a None subtree takes no axis -------------------------------------------------------
 
 

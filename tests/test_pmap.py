@@ -102,6 +102,27 @@ def _step(params, batch):
     return ((h @ w2) ** 2).mean()
 
 
+def test_keyword_arguments_mapped_along_their_leading_axis(four_devices):
+    # as JAX's pmap (chex's fake_pmap tests): in_axes covers the positional arguments only
+    x, y = RNG.standard_normal((2, 4, 3)).astype(np.float32)
+
+    def f(a, b=1.0, *, c):
+        return (a * b + c).sum(), lax.psum(c.sum(), "i")
+
+    got = remat.pmap(f, "i", in_axes=(None,))(x[0], c=y, b=np.arange(4.0))
+    np.testing.assert_allclose(got[0], (x[0] * np.arange(4.0)[:, None] + y).sum(axis=1),
+                               rtol=1e-6)
+    np.testing.assert_allclose(got[1], np.full(4, y.sum()), rtol=1e-6)
+    got = remat.pmap(f, "i", static_broadcasted_argnums=1)(x, 3.0, c=y)
+    np.testing.assert_allclose(got[0], (x * 3.0 + y).sum(axis=1), rtol=1e-6)
+    with pytest.raises(ValueError, match="rank should be at least 1"):
+        remat.pmap(f, "i")(x, c=1.0)
+    with pytest.raises(ValueError, match="inconsistent sizes"):
+        remat.pmap(f, "i")(x, c=y[:2])
+    one = remat.pmap(lambda a, *, c: a * c)(x[:1], c=y[:1])
+    np.testing.assert_allclose(one, jax.pmap(lambda a, *, c: a * c)(x[:1], c=y[:1]))
+
+
 def test_grad_of_data_parallel_step_equals_full_batch(four_devices):
     params = (RNG.standard_normal((5, 6)).astype(np.float32),
               RNG.standard_normal((6, 2)).astype(np.float32))

@@ -172,6 +172,29 @@ def test_key_array_conversion_errors():
         jnp.add(k, k)  # keys are not numbers
 
 
+def test_keys_compare_equal_and_not_equal_as_in_jax():
+    # JAX's eq and ne take keys (their whole key data); the ordering comparisons do not.
+    # chex's assert_trees_all_equal of keys runs ``==`` inside jit; flax's tests too
+    keys = random.split(random.key(0), 4)
+    other = keys.at[2].set(random.key(9))
+    want = np.array([True, True, False, True])
+    for eq in (lambda a, b: a == b, jnp.equal, lax.eq, remat.jit(lambda a, b: a == b),
+               remat.vmap(lax.eq)):
+        np.testing.assert_array_equal(eq(keys, other), want)
+    np.testing.assert_array_equal(keys != other, ~want)
+    np.testing.assert_array_equal(keys == keys[1], [False, True, False, False])
+    assert bool(jnp.array_equal(keys, keys)) and not bool(jnp.array_equal(keys, other))
+    # large enough that the executor splits, fuses and writes in place where it can
+    many = random.split(random.key(1), 1_200_000)
+    changed = many.at[5].set(random.key(2))
+    both = remat.jit(lambda a, b: ((a == b) & (a != b[0]), a != b))(many, changed)
+    assert int(np.sum(both[0])) == 1_199_998 and int(np.sum(both[1])) == 1
+    with pytest.raises(TypeError, match=r"lt does not accept dtype key<fry> for its operand"):
+        lax.lt(keys, other)
+    with pytest.raises(TypeError, match=r"eq requires arguments to have the same dtypes"):
+        lax.eq(keys, np.zeros(4, np.uint32))
+
+
 # --- transformations -------------------------------------------------------------------------
 
 

@@ -1,5 +1,7 @@
 """jvp, linearize, vjp, grad, jacobians, vmap, jit — alone and nested in any order."""
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -145,6 +147,23 @@ def test_vmap_unbatched_output_is_broadcast():
     assert out.shape == (4,)
 
 
+def test_vmap_maps_keyword_arguments_along_their_leading_axis():
+    # JAX's rule: in_axes covers the positional arguments; keyword arguments are mapped
+    # along axis 0 (a scalar one is an error, as a mismatched size)
+    f = lambda a, *, b, c=1.0: a * b["w"] + c
+    x, w = np.arange(3.0, dtype=f32), np.arange(6.0, dtype=f32).reshape(3, 2)
+    got = remat.vmap(f, in_axes=(None,))(x, b={"w": w[:, 0]})
+    np.testing.assert_allclose(got, x[None, :] * w[:, :1] + 1.0)
+    got = remat.vmap(f)(x, b={"w": w[:, 1]}, c=x)
+    np.testing.assert_allclose(got, x * w[:, 1] + x)
+    with pytest.raises(ValueError, match=r"along axis 0, which implies that its rank should "
+                                         r"be at least 1, but is only 0"):
+        remat.vmap(f)(x, b={"w": w[:, 0]}, c=2.0)
+    with pytest.raises(ValueError, match=r"inconsistent sizes(.|\n)*kwargs\['b'\]\['w'\]"):
+        remat.vmap(f)(x, b={"w": w[:2, 0]})
+    assert remat.vmap(remat.jit(f))(x, b={"w": w[:, 0]}).shape == (3,)
+
+
 def test_vmap_inconsistent_sizes_error():
     with pytest.raises(ValueError, match="inconsistent sizes"):
         remat.vmap(jnp.add)(np.ones(2, f32), np.ones(3, f32))
@@ -177,6 +196,38 @@ def test_jit_traces_once_per_signature():
 def test_jit_static_argnames_and_kwargs():
     fun = remat.jit(lambda x, *, scale: x * scale, static_argnames="scale")
     np.testing.assert_allclose(fun(X, scale=3.0), X * 3)
+
+
+def test_jit_device_and_backend_options_as_in_jax():
+    # chex's jit variant passes device=None, backend=None; a CPU device or backend places
+    # nothing differently on remat; JAX's deprecation warning, its ValueError for both at
+    # once, its RuntimeError for an unknown backend when the function is traced
+    np.testing.assert_allclose(remat.jit(lambda x: x * 2, device=None, backend=None)(X), X * 2)
+    for placement in ({"device": remat.devices()[0]}, {"backend": "cpu"}):
+        with pytest.warns(DeprecationWarning, match="backend and device argument on jit"):
+            fun = remat.jit(lambda x: x * 2, **placement)
+        np.testing.assert_allclose(fun(X), X * 2)
+        with pytest.warns(DeprecationWarning, match="backend and device argument on jit"):
+            fun = remat.jit(**placement)(lambda x: x * 3)
+        np.testing.assert_allclose(fun(X), X * 3)
+    with pytest.warns(DeprecationWarning), pytest.raises(
+            ValueError, match=r"can't specify both a device and a backend for jit, got "
+                              r"device=CpuDevice\(id=0\) and backend='cpu'"):
+        remat.jit(lambda x: x, device=remat.devices()[0], backend="cpu")
+    with pytest.warns(DeprecationWarning):
+        fun = remat.jit(lambda x: x, backend="gpu")
+    with pytest.raises(RuntimeError, match="Unknown backend: 'gpu' requested"):
+        fun(X)
+
+
+def test_jitted_function_carries_its_signature():
+    # chex's fake pmap reads it with inspect.signature(f, follow_wrapped=False), as JAX has it
+    def f(x, y=2, *, z):
+        return x
+
+    jitted = remat.jit(f, static_argnames="z")
+    assert inspect.signature(jitted, follow_wrapped=False) == inspect.signature(f)
+    assert str(jitted.__signature__) == "(x, y=2, *, z)"
 
 
 def test_jit_equals_eager_and_disable_jit():

@@ -3,3 +3,6 @@ for JAX import (``jax._src.traceback_util`` and a few others), so that with ``ja
 remat (``remat.jax_alias``) those imports resolve.  Each holds only objects that are tiny and
 stable in JAX, implemented for remat; nothing here is remat's own API.
 """
+
+# reachable by attribute once ``jax`` is imported, as JAX's is
+from remat._src import xla_bridge  # noqa: F401

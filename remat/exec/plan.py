@@ -14,7 +14,7 @@ import weakref
 
 import numpy as np
 
-from remat import source_info
+from remat import dtypes, source_info
 from remat.core import Literal
 from remat.exec import native
 from remat.exec.codegen import compile_seconds, compile_steps, raising_step
@@ -60,7 +60,8 @@ class Plan:
             if eqn.primitive in elementwise_impls:
                 step.elementwise, ufunc = elementwise_impls[eqn.primitive]
                 step.out_shape = eqn.outvars[0].aval.shape
-                if not eqn.params:
+                if not eqn.params and not any(  # (keys: records, no ufunc loop)
+                        isinstance(v.aval.dtype, dtypes.ExtendedDType) for v in eqn.invars):
                     step.ufunc = ufunc
                 donor = in_place_donor(eqn, set(fr))
                 if donor is not None:

@@ -90,6 +90,12 @@ class WrappedFun:
                           self.transforms + (_Transform(fn, static_args, generator, store),),
                           self.debug_info)
 
+    def wrap_with_aux(self, fn, static_args, generator):
+        """``(wrapped, aux)``: wrapped in ``fn``, which returns ``(out, aux)``; ``aux()``
+        reads ``aux`` after the wrapped function ran."""
+        store = Store()
+        return self.wrap(fn, static_args, generator, store), lambda: store.val
+
     def populate_stores(self, other):
         """Copy the auxiliary outputs of ``other`` (an equal wrapped function that ran)."""
         for mine, theirs in zip(self.transforms, other.transforms):
@@ -155,8 +161,7 @@ def transformation(gen, fun, *gen_static_args):
 def transformation_with_aux(gen, fun, *gen_static_args):
     """``(wrapped, aux)``: ``gen`` yields ``(out, aux)`` last; ``aux()`` reads ``aux`` after
     the wrapped function ran."""
-    store = Store()
-    return fun.wrap(gen, gen_static_args, True, store), lambda: store.val
+    return fun.wrap_with_aux(gen, gen_static_args, True)
 
 
 def transformation2(gen, fun, *gen_static_args):
@@ -167,8 +172,7 @@ def transformation2(gen, fun, *gen_static_args):
 def transformation_with_aux2(gen, fun, *gen_static_args):
     """As ``transformation2``, ``gen`` returning ``(out, aux)``; see
     ``transformation_with_aux``."""
-    store = Store()
-    return fun.wrap(gen, gen_static_args, False, store), lambda: store.val
+    return fun.wrap_with_aux(gen, gen_static_args, False)
 
 
 def merge_linear_aux(aux1, aux2):

@@ -99,7 +99,9 @@ class StagingTrace(Trace):
         aval = get_aval(x)
         if not isinstance(aval, core.ShapedArray):  # a mutable array (remat.Ref): by reference
             return self._const(x, aval)
-        if not aval.shape and not isinstance(aval.dtype, dtypes.ExtendedDType):  # keys: consts
+        # keys, and what has no value (a ShapeDtypeStruct out of eval_shape), are consts
+        if not aval.shape and not isinstance(aval.dtype, dtypes.ExtendedDType) and \
+                core.is_array_like(x):
             return Literal(core.to_numpy(x, aval)[()], aval)
         return self._const(x, aval)
 
@@ -219,6 +221,25 @@ class PartialEvalTrace(StagingTrace):
     def stage_with_residuals(self, primitive, args, params):
         """Stage ``primitive`` (the default for unknown operands); used by custom rules."""
         return StagingTrace.process_primitive(self, primitive, args, params)
+
+
+def trace_to_jaxpr_nounits(fun, pvals, instantiate=False):
+    """JAX's known/unknown tracing of a wrapped function at ``pvals`` (flax's ``lazy_init``
+    and ``nn.scan``): what depends on known values only runs now, the rest is staged.
+    Returns ``(jaxpr, out_pvals, consts)``: the jaxpr of the unknown outputs, over ``consts``
+    (its constvars) and the unknown inputs; a ``PartialVal`` per output, its value when
+    known. ``instantiate`` (bool or list) makes outputs unknown."""
+    call = getattr(fun, "call_wrapped", fun)
+    with core.new_trace(PartialEvalTrace) as trace:
+        args = [pv.get_known() if pv.is_known() else trace.new_arg(pv[0]) for pv in pvals]
+        outs = call(*args)
+        if isinstance(instantiate, bool):
+            instantiate = [instantiate] * len(outs)
+        unknown = [is_unknown(trace, o) or inst for o, inst in zip(outs, instantiate)]
+        closed = trace.to_jaxpr([o for o, u in zip(outs, unknown) if u])
+    out_pvals = [PartialVal.unknown(get_aval(o)) if u else PartialVal.known(o)
+                 for o, u in zip(outs, unknown)]
+    return closed.jaxpr, out_pvals, list(closed.consts)
 
 
 @core.memoize_on_jaxpr

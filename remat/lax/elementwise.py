@@ -481,8 +481,29 @@ and_p = _binop("and", np.bitwise_and, INT_OR_BOOL)
 or_p = _binop("or", np.bitwise_or, INT_OR_BOOL)
 xor_p = _binop("xor", np.bitwise_xor, INT_OR_BOOL)
 nextafter_p = _binop("nextafter", _nextafter, FLOAT)
-eq_p = _binop("eq", np.equal, ANY, dtypes.bool_)
-ne_p = _binop("ne", np.not_equal, ANY, dtypes.bool_)
+def _comparison_of_keys_too(name, ufunc):
+    """``eq``/``ne``: ``ufunc`` (``np.equal``/``np.not_equal``) on numbers; on the records
+    of typed keys, which have no ufunc loop, equality of their whole key data, as JAX's
+    ``eq``/``ne`` of keys. The executor runs the ufunc itself (in place, split, fused) only
+    where the operands are numbers (``exec.plan``)."""
+
+    def impl(x, y):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.dtype.names is None:
+            return ufunc(x, y)
+        same = np.asarray(x == y)  # NumPy's record comparison: every field equal
+        return same if ufunc is np.equal else ~same
+
+    prim = standard_primitive(name, impl, nary_abstract_eval(name, ANY + ("extended",),
+                                                              dtypes.bool_))
+    batching.broadcast_batcher(prim)
+    registry.elementwise_impls[prim] = (impl, ufunc)
+    registry.scalar_broadcasting.add(prim)
+    return prim
+
+
+eq_p = _comparison_of_keys_too("eq", np.equal)
+ne_p = _comparison_of_keys_too("ne", np.not_equal)
 lt_p = _binop("lt", np.less, REAL + ("bool",), dtypes.bool_)
 le_p = _binop("le", np.less_equal, REAL + ("bool",), dtypes.bool_)
 gt_p = _binop("gt", np.greater, REAL + ("bool",), dtypes.bool_)

@@ -80,12 +80,23 @@ def full(shape, fill_value, dtype=None, *, device=None):
     return broadcast_to(asarray(fill_value, dtype=dtype), s)
 
 
+def _is_duck_typed(a):
+    """Whether ``a`` is not an array but has ``shape`` and ``dtype`` (a ``ShapeDtypeStruct``,
+    an aval), which the ``*_like`` functions take as JAX's do."""
+    return not hasattr(a, "aval") and hasattr(a, "shape") and hasattr(a, "dtype")
+
+
 def _like(a, dtype, shape, name):
-    _check_arraylike(name, a)
-    aval = core.get_aval(a)
-    s = aval.shape if shape is None else _checked_shape(shape, name)
+    """(shape, dtype, weak_type) of the result of a ``*_like`` function. A duck-typed ``a``
+    gives a strong dtype: JAX reads weak types from arrays only."""
+    if _is_duck_typed(a):
+        a_shape, a_dtype, a_weak = np.shape(a), _canon(a.dtype), False
+    else:
+        _check_arraylike(name, a)
+        a_shape, (a_dtype, a_weak) = core.get_aval(a).shape, _dtype_and_weak(a)
+    s = a_shape if shape is None else _checked_shape(shape, name)
     if dtype is None:
-        return (s,) + _dtype_and_weak(a)
+        return s, a_dtype, a_weak
     return s, _canon(dtype), False
 
 
@@ -108,7 +119,7 @@ def empty_like(prototype, dtype=None, shape=None, *, device=None):
 
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
     """``fill_value`` broadcast to the shape of ``a``, in the dtype of ``a``."""
-    _check_arraylike("full_like", a, fill_value)
+    _check_arraylike("full_like", 0 if _is_duck_typed(a) else a, fill_value)
     s, d, weak = _like(a, dtype, shape, "full_like")
     if ndim(fill_value) == 0:
         return _full(s, fill_value, d, weak)

@@ -5,6 +5,7 @@ array properties (``ndim shape size``), ``astype`` and the numeric constants.
 
 import builtins
 import math
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -13,13 +14,13 @@ from remat import dtypes
 from remat.array import Array
 from remat.numpy.util import (
     _arr,
-    _aval_of,
     _canon,
-    _canonicalize_axis,
+    _canonicalize_axes,
     _check_arraylike,
     _convert,
     _dtype,
     _dtype_pair,
+    _is_arraylike,
     _lattice_result,
     _make_scalar_type,
     _np_type,
@@ -157,22 +158,41 @@ def finfo(float_type):
     return dtypes.finfo(_value_dtype(float_type))
 
 
+def _warn_unless_arraylike(name, a):
+    """JAX's deprecation of ``shape``/``ndim``/``size`` of what is not array-like (read, as
+    NumPy reads it, for now); JAX counts what ``np.isscalar`` takes (a string) array-like."""
+    if not (_is_arraylike(a) or np.isscalar(a)):
+        warnings.warn(f"{name} requires ndarray or scalar arguments, got {type(a)} at position "
+                      f"0. In a future JAX release this will be an error.", DeprecationWarning,
+                      stacklevel=3)
+
+
 def ndim(a):
-    """Number of dimensions of an array, tracer or scalar."""
-    return _aval_of(a).ndim
+    """Number of dimensions of an array, tracer or scalar, or the ``ndim`` of anything that
+    has one (a ``ShapeDtypeStruct``, an aval), as in JAX."""
+    if hasattr(a, "ndim"):
+        return a.ndim
+    _warn_unless_arraylike("ndim", a)
+    return np.ndim(a)
 
 
 def shape(a):
-    """Shape of an array, tracer or scalar."""
-    return _aval_of(a).shape
+    """Shape of an array, tracer or scalar, or the ``shape`` of anything that has one."""
+    if hasattr(a, "shape"):
+        return a.shape
+    _warn_unless_arraylike("shape", a)
+    return np.shape(a)
 
 
 def size(a, axis=None):
-    """Number of elements (along ``axis`` when given)."""
-    s = _aval_of(a).shape
+    """Number of elements (along ``axis``, an int or a sequence of ints, when given)."""
+    _warn_unless_arraylike("size", a)
+    if axis is None and hasattr(a, "size"):
+        return a.size
+    s = shape(a)
     if axis is None:
         return math.prod(s)
-    return s[_canonicalize_axis(axis, len(s))]
+    return math.prod(s[i] for i in _canonicalize_axes(axis, len(s)))
 
 
 def isscalar(element):
@@ -191,8 +211,16 @@ def astype(x, dtype, /, *, copy=False, device=None):
 
 
 def iscomplexobj(x):
-    """Whether ``x`` has a complex dtype."""
-    return dtypes.kind(_dtype(_arr(x))) == "c"
+    """Whether ``x`` has a complex dtype: read from its ``dtype`` when it has one (a
+    ``ShapeDtypeStruct``, a scalar type such as ``jnp.float32``), as in JAX."""
+    if isinstance(x, (builtins.complex, np.complexfloating)):
+        return True
+    if x is None or isinstance(x, (builtins.bool, int, float, str, np.generic)):
+        return False
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        dtype = _dtype(_arr(x))
+    return issubdtype(dtype, np.complexfloating)
 
 
 def isrealobj(x):

@@ -120,12 +120,6 @@ def _value_dtype(x):
     return np.dtype(_np_type(x))
 
 
-def _aval_of(a):
-    if isinstance(a, (list, tuple)):
-        return core.get_aval(np.asarray(a))
-    return core.get_aval(a)
-
-
 def _is_arraylike(x):
     return (hasattr(x, "aval") or dtypes.is_python_scalar(x)
             or isinstance(x, (np.ndarray, np.generic)))
@@ -246,18 +240,32 @@ def _promote_shapes(name, *args):
     return [x if not s else _broadcast_to_shape(x, result) for x, s in zip(args, shapes)]
 
 
+def _check_for_prngkeys(name, args):
+    """JAX's refusal to promote typed keys against another dtype: a TypeError naming the
+    dtypes (keys of one dtype go on to the op, which decides)."""
+    if not _any(isinstance(getattr(getattr(x, "aval", None), "dtype", None),
+                           dtypes.ExtendedDType) for x in args):
+        return
+    names = [str(_dtype_and_weak(x)[0]) for x in args]
+    if len(set(names)) > 1:
+        raise TypeError(f"{name} does not accept dtypes {', '.join(names)}.")
+
+
 def _promote_args(name, *args):
     _check_arraylike(name, *args)
+    _check_for_prngkeys(name, args)
     return _promote_shapes(name, *_promote_dtypes(*args))
 
 
 def _promote_args_inexact(name, *args):
     _check_arraylike(name, *args)
+    _check_for_prngkeys(name, args)
     return _promote_shapes(name, *_promote_dtypes_inexact(*args))
 
 
 def _promote_args_numeric(name, *args):
     _check_arraylike(name, *args)
+    _check_for_prngkeys(name, args)
     return _promote_shapes(name, *_promote_dtypes_numeric(*args))
 
 
@@ -338,6 +346,8 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0):
     if order not in (None, "K", "C", "A"):
         raise NotImplementedError(f"array: only order='C' layouts exist in remat, got {order}")
     d = None if dtype is None else _canon(dtype)
+    if object is None:  # (JAX's ValueError, here and inside a sequence)
+        raise ValueError("None is not a valid value for jnp.array")
     if isinstance(object, (Array, Tracer)):
         out = object if d is None else _convert(object, d, False)
     elif type(object) is builtins.bool:
@@ -357,6 +367,8 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0):
     elif isinstance(object, (list, tuple)):
         leaves = _flatten_nested(object, [])
         for leaf in leaves:
+            if leaf is None:
+                raise ValueError("None is not a valid value for jnp.array")
             if not _is_arraylike(leaf):
                 raise TypeError(f"array: unsupported element {leaf!r} of type {type(leaf)}")
         if d is None:

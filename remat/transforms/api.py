@@ -22,8 +22,10 @@ from remat.interpreters import partial_eval as pe
 from remat.transforms.jit import jit
 from remat.tree_util import (
     Partial,
+    keystr,
     register_pytree_node,
     tree_flatten,
+    tree_flatten_with_path,
     tree_map,
     tree_structure,
     tree_transpose,
@@ -542,8 +544,12 @@ def _broadcast_prefix(prefix, full):
                                  zip(prefix_leaves, subtrees)])
 
 
-def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None):
-    """Vectorize ``fun`` over the ``in_axes`` of its arguments."""
+def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_name=None):
+    """Vectorize ``fun`` over the ``in_axes`` of its arguments. ``spmd_axis_name`` is the
+    mesh axis JAX adds to the sharding constraints inside (flax's lifted vmap passes it);
+    remat's values are whole on the host, with no sharding to constrain, so it changes
+    nothing."""
+    del spmd_axis_name
     check_callable(fun)
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
@@ -557,17 +563,17 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None):
                             f"those types as leaves, but got {spec}.")
 
     def vmapped(*args, **kwargs):
-        if kwargs:
-            raise TypeError("vmap does not support keyword arguments; pass them positionally "
-                            "or close over them")
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError(f"vmap in_axes must be an int, None, or a tuple of entries "
                              f"corresponding to the positional arguments passed to the "
                              f"function, but got len(in_axes)={len(in_axes)}, "
                              f"len(args)={len(args)}")
-        flat_args, in_tree = tree_flatten(args)
+        flat_args, in_tree = tree_flatten((args, kwargs))
+        # keyword arguments are mapped along their leading axis, whatever in_axes says (JAX)
         flat_axes = _flatten_axes("in_axes", args, in_axes)
-        names = arg_names(fun, args, {})
+        flat_axes += [0] * (len(flat_args) - len(flat_axes))
+        names = arg_names(fun, args, {}) + [
+            "kwargs" + keystr(path) for path, _ in tree_flatten_with_path(kwargs)[0]]
         avals = [core.get_aval(x) for x in flat_args]
         axes = []
         for a, ax in zip(avals, flat_axes):
@@ -594,7 +600,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None):
             raise ValueError("vmap got inconsistent sizes for array axes to be mapped:\n"
                              + "\n".join(lines))
         size = sizes.pop()
-        flat_fun, store = flatten_fun_nokwargs(fun, in_tree)
+        flat_fun, store = flatten_fun(fun, in_tree)
         with named_axes.batch_axis_env(axis_name, size), \
                 core.new_trace(batching.BatchTrace, size, axis_name) as trace:
             ins = [x if ax is None else batching.BatchTracer(trace, x, ax)

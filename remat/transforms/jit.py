@@ -5,14 +5,16 @@ ahead-of-time stages (``trace``, ``lower``, ``eval_shape``)."""
 
 import functools
 import gc
+import inspect
 import logging
 import sys
 import time
+import warnings
 import weakref
 
 import numpy as np
 
-from remat import core, dtypes, exec, stages
+from remat import core, devices, dtypes, exec, stages
 from remat.api_util import (
     TraceCache,
     abstract_leaves,
@@ -73,13 +75,20 @@ class JittedFunction:
     ``lower`` and ``eval_shape`` give the stages of JAX's ahead-of-time API."""
 
     def __init__(self, fun, static_argnums, static_argnames, donate_argnums, keep_unused=False,
-                 inline=False):
+                 inline=False, backend=None):
         self.fun = fun
+        self.backend = backend
         self.static_argnums, self.static_argnames, self.donate_argnums = resolve_jit_argnums(
             fun, static_argnums, static_argnames, donate_argnums)
         self._traces = _traces_for(fun, (self.static_argnums, self.static_argnames,
                                          self.donate_argnums, bool(keep_unused), bool(inline)))
         functools.update_wrapper(self, fun, updated=())  # not fun's __dict__
+
+    @property
+    def __signature__(self):
+        """``fun``'s signature, which JAX's jitted functions carry themselves: read even where
+        wrappers are not followed (``inspect.signature(f, follow_wrapped=False)``)."""
+        return inspect.signature(self.fun)
 
     cache = property(lambda self: self._traces.cache, doc="The traces, by signature.")
     trace_count = property(lambda self: self._traces.count,
@@ -107,6 +116,7 @@ class JittedFunction:
         key = (key_static, in_tree, avals, config.trace_context())
         entry = self._traces.cache.get(key)
         if entry is None:
+            devices.device_count(self.backend)  # an unknown backend: JAX's RuntimeError
             names = names_of()
             self._check_tracing_allowed(key, names)
             flat_fun, store = flatten_fun(dyn_fun, in_tree)
@@ -302,13 +312,23 @@ _UNSPECIFIED = object()
 
 
 def jit(fun=_UNSPECIFIED, /, *, static_argnums=None, static_argnames=None, donate_argnums=(),
-        keep_unused=False, inline=False):
+        keep_unused=False, device=None, backend=None, inline=False):
     """Stage ``fun`` once per input signature and run it through the executor. Without
-    ``fun``, a decorator with these options."""
+    ``fun``, a decorator with these options. ``device`` and ``backend`` are JAX's deprecated
+    placement options: remat's arrays all live on the host CPU, so a valid one changes
+    nothing (as ``device_put``); an unknown backend fails when the function is traced."""
     if fun is _UNSPECIFIED:
         return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
                              donate_argnums=donate_argnums, keep_unused=keep_unused,
-                             inline=inline)
+                             device=device, backend=backend, inline=inline)
     check_callable(fun)
+    if device is not None or backend is not None:
+        warnings.warn("backend and device argument on jit is deprecated. You can use "
+                      "`jax.device_put(..., jax.local_devices(backend=\"cpu\")[0])` on the "
+                      "inputs to the jitted function to get the same behavior.",
+                      DeprecationWarning, stacklevel=2)
+        if device is not None and backend is not None:
+            raise ValueError(f"can't specify both a device and a backend for jit, got "
+                             f"device={device!r} and backend={backend!r}")
     return JittedFunction(fun, static_argnums, static_argnames, donate_argnums, keep_unused,
-                          inline)
+                          inline, backend)

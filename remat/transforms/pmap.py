@@ -59,14 +59,12 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
 
     @functools.wraps(fun)
     def pmapped(*args, **kwargs):
-        if kwargs:
-            raise TypeError("pmap does not support keyword arguments; pass them positionally")
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError(f"pmap in_axes must be an int, None, or a tuple of entries "
                              f"corresponding to the positional arguments passed to the "
                              f"function, but got len(in_axes)={len(in_axes)}, "
                              f"len(args)={len(args)}")
-        size = _mapped_size(args, static, in_axes, axis_size)
+        size = _mapped_size(args, kwargs, static, in_axes, axis_size)
         available = len(devices) if devices is not None else local_device_count()
         if size > available:
             raise ValueError(f"compiling computation that requires {size} logical devices, "
@@ -80,7 +78,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         else:
             env = named_axes.extend_axis_env(name, size)
         with env:
-            return _members(fun, options)(*args)
+            return _members(fun, options)(*args, **kwargs)
 
     pmapped.__name__ = f"pmap({fun_name(fun)})"
     return pmapped
@@ -111,36 +109,38 @@ def _weakrefable(fun):
 def _make_members(fun_ref, options):
     name, in_axes, out_axes, static, donate, axis_size = options
 
-    def members(*args):
+    def members(*args, **kwargs):
         fun = fun_ref()
         n = len(args)
         statics = {i % n: args[i] for i in static}
         dynamic = [a for i, a in enumerate(args) if i not in statics]
 
-        def call(*dyn):
+        def call(*dyn, **kw):
             it = iter(dyn)
-            return fun(*[statics[i] if i in statics else next(it) for i in range(n)])
+            return fun(*[statics[i] if i in statics else next(it) for i in range(n)], **kw)
 
         axes = in_axes
         if isinstance(in_axes, tuple):
             axes = tuple(ax for i, ax in enumerate(in_axes) if i not in statics)
         return api.vmap(call, in_axes=axes, out_axes=out_axes, axis_name=name,
-                        axis_size=axis_size)(*dynamic)
+                        axis_size=axis_size)(*dynamic, **kwargs)
 
     return jit(members, static_argnums=static, donate_argnums=donate)
 
 
-def _mapped_size(args, static, in_axes, axis_size):
-    """The size of the mapped axis (checking every mapped argument agrees)."""
+def _mapped_size(args, kwargs, static, in_axes, axis_size):
+    """The size of the mapped axis (checking every mapped argument agrees); keyword
+    arguments are mapped along their leading axis, as in JAX."""
     n = len(args)
     statics = {i % n for i in static}
     dynamic = tuple(a for i, a in enumerate(args) if i not in statics)
     axes = in_axes
     if isinstance(in_axes, tuple):
         axes = tuple(ax for i, ax in enumerate(in_axes) if i not in statics)
-    flat_axes = api._flatten_axes("in_axes", dynamic, axes)
+    keyword_leaves = tree_flatten(kwargs)[0]
+    flat_axes = api._flatten_axes("in_axes", dynamic, axes) + [0] * len(keyword_leaves)
     sizes = set()
-    for leaf, ax in zip(tree_flatten(dynamic)[0], flat_axes):
+    for leaf, ax in zip(tree_flatten(dynamic)[0] + keyword_leaves, flat_axes):
         if ax is None:
             continue
         shape = get_aval(leaf).shape

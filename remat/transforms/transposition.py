@@ -4,7 +4,7 @@ backward pass of reverse mode without the forward pass)."""
 import numpy as np
 
 from remat import core, dtypes
-from remat.api_util import check_callable, flatten_fun_nokwargs
+from remat.api_util import abstractify, check_callable, flatten_fun_nokwargs
 from remat.interpreters import ad
 from remat.interpreters import partial_eval as pe
 from remat.tree_util import Partial, tree_flatten, tree_unflatten
@@ -44,7 +44,7 @@ def linear_transpose(fun, *primals, reduce_axes=()):
     if reduce_axes:
         raise NotImplementedError("reduce_axes argument to transpose is deprecated")
     flat, in_tree = tree_flatten(primals)
-    in_avals = [core.get_aval(x) for x in flat]
+    in_avals = [abstractify(x, f"primals[{i}]") for i, x in enumerate(flat)]
     flat_fun, store = flatten_fun_nokwargs(fun, in_tree)
     closed = pe.trace_to_jaxpr(flat_fun, in_avals)
     out_avals = closed.out_avals

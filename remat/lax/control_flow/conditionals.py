@@ -294,10 +294,27 @@ def switch(index, branches, *operands):
     return _bind_branches(index, branches, operands, names, names, "switch")
 
 
-def cond(pred, true_fun, false_fun, *operands):
+_NO_OPERAND = object()
+
+
+def cond(pred, true_fun, false_fun, *operands, operand=_NO_OPERAND):
     """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, staged as one
     primitive so it can be traced, batched and differentiated. A numeric ``pred`` is true
-    when nonzero."""
+    when nonzero. JAX's older spellings work as in JAX: one operand as ``operand=``, and
+    ``cond(pred, true_operand, true_fun, false_operand, false_fun)``."""
+    if not (callable(true_fun) and callable(false_fun)):
+        if callable(false_fun) and len(operands) == 2 and callable(operands[1]):
+            x_true, f_true, x_false, f_false = true_fun, false_fun, *operands
+            return cond(pred, lambda x, _: f_true(x), lambda _, x: f_false(x), x_true, x_false)
+        raise TypeError("lax.cond: true_fun and false_fun arguments should be callable.")
+    if operand is not _NO_OPERAND:
+        if operands:
+            raise TypeError(f"if 'operand' keyword is passed then no positional operands can "
+                            f"be passed, got operand={operand!r} and positional operands "
+                            f"{operands!r}")
+        operands = (operand,)
+    if pred is None:
+        raise TypeError("cond predicate is None")
     aval = core.get_aval(pred)
     if aval.shape != ():
         raise TypeError(f"Pred must be a scalar, got {pred!r} of shape {aval.shape}.")

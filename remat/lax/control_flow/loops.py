@@ -493,13 +493,16 @@ def scan_length(xs_flat, length):
     return lengths.pop()
 
 
-def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoints=None,
-         memory_budget=None):
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpose=False, *,
+         checkpoints=None, memory_budget=None):
     """Loop ``carry, y = f(carry, x)`` over the leading axis of ``xs``, stacking the ``y``.
 
     Differentiating a scan saves its per-iteration residuals stacked, and the backward pass
     runs as a scan in the opposite direction. With ``checkpoints=K`` (or ``memory_budget``
-    bytes) it keeps only K carries instead: see ``remat.lax.control_flow.checkpointed``."""
+    bytes) it keeps only K carries instead: see ``remat.lax.control_flow.checkpointed``.
+    ``_split_transpose`` is JAX's option of how XLA schedules the transposed loop (flax
+    passes it); the values are the same either way, so it changes nothing here."""
+    del _split_transpose
     if checkpoints is not None or memory_budget is not None:
         return checkpointed_scan(f, init, xs, length, reverse, unroll, checkpoints=checkpoints,
                                  memory_budget=memory_budget)
