@@ -50,7 +50,7 @@ def _parse(name, value, default):
         value = int(value) if isinstance(value, str) else operator.index(value)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a positive integer, got {value!r}") from None
-    if value < 1:
+    if value < 1 and not (value == -1 and name.lower() == "jax_num_cpu_devices"):  # (unset)
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return value
 
@@ -77,6 +77,9 @@ class Config:
         # local CPU devices (pmap, shard_map); unset: XLA_FLAGS'
         # --xla_force_host_platform_device_count, else 1 (remat.devices)
         "remat_num_cpu_devices": ("REMAT_NUM_CPU_DEVICES", None),
+        # JAX's spelling of the same (-1: unset); remat reads it at every call, so unlike
+        # JAX's it may also be set after the first computation
+        "num_cpu_devices": ("JAX_NUM_CPU_DEVICES", -1),
         # the most traces one jitted (or checkpointed) function keeps, least recently used
         # evicted first: JAX's bound on its trace caches
         "trace_cache_size": ("JAX_TRACE_CACHE_SIZE", 4096),

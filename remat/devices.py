@@ -3,11 +3,12 @@
 (``CpuDevice(id=k)``) and the sharding every Array has (``SingleDeviceSharding``).
 
 There is one local device unless more are asked for (``REMAT_NUM_CPU_DEVICES=n``, JAX's
-``XLA_FLAGS=--xla_force_host_platform_device_count=n``, or
-``remat.config.update("remat_num_cpu_devices", n)``); ``pmap`` and ``shard_map`` map over
-them. All of them are the host's memory: arrays live there, nothing is ever transferred, and
-effects run synchronously in program order. With several processes (``remat.distributed``),
-process ``p``'s local devices have the global ids ``p * n .. p * n + n - 1``.
+``XLA_FLAGS=--xla_force_host_platform_device_count=n``,
+``remat.config.update("remat_num_cpu_devices", n)`` or JAX's ``jax_num_cpu_devices``); ``pmap``
+and ``shard_map`` map over them. All of them are the host's memory: arrays live there,
+nothing is ever transferred, and effects run synchronously in program order. With several
+processes (``remat.distributed``), process ``p``'s local devices have the global ids
+``p * n .. p * n + n - 1``.
 """
 
 import os
@@ -87,6 +88,8 @@ def _the_device():
 
 def _num_local_devices():
     n = config.remat_num_cpu_devices
+    if n is None and config.jax_num_cpu_devices != -1:
+        n = config.jax_num_cpu_devices
     if n is None:
         match = _XLA_COUNT.search(os.environ.get("XLA_FLAGS", ""))
         n = int(match.group(1)) if match else 1

@@ -236,3 +236,21 @@ def test_linear_transpose_matches_jax():
         remat.linear_transpose(lambda x: x.astype(np.int32), 1.0)
     zero = remat.linear_transpose(lambda x: jnp.zeros(3), jnp.ones(3))(jnp.ones(3))
     assert zero[0].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_jax_num_cpu_devices_flag_and_jax_lib_version():
+    """equinox's conftest sets JAX's ``jax_num_cpu_devices`` and its tests read
+    ``jax.lib.__version__`` (issue 33): both exist, as in JAX; the flag gives the local CPU
+    device count (-1: unset, as JAX's default)."""
+    jax = pytest.importorskip("jax")
+    assert config.jax_num_cpu_devices == jax.config.jax_num_cpu_devices == -1
+    assert remat.local_device_count() == 1
+    with config.override("jax_num_cpu_devices", 3):
+        assert remat.local_device_count() == 3 and len(remat.devices()) == 3
+        assert remat.pmap(lambda x: x * 2.0)(jnp.arange(3.0)).tolist() == [0.0, 2.0, 4.0]
+    assert remat.local_device_count() == 1
+    code = ("import remat.jax_alias; remat.jax_alias.install()\n"
+            "import jax, jax.lib; print(jax.lib.__version__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == jax.lib.__version__

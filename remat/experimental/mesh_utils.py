@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from remat import devices as _devices
+from remat.devices import devices as all_devices
 
 __all__ = ["create_device_mesh", "create_hybrid_device_mesh"]
 
@@ -25,7 +25,7 @@ def create_device_mesh(mesh_shape, devices=None, *, contiguous_submeshes=False,
     options concern accelerators' network topologies: for CPU devices, JAX's too, they change
     nothing."""
     if devices is None:
-        devices = _devices.devices()
+        devices = all_devices()
     shape = _axis_sizes(mesh_shape)
     if shape is None:
         raise ValueError(f"`mesh_shape` passed to `create_device_mesh` should be a sequence "
@@ -43,7 +43,7 @@ def create_hybrid_device_mesh(mesh_shape, dcn_mesh_shape, devices=None, *,
     ``process_is_granule``; CPU devices have no slices) shaped ``mesh_shape``, the granules
     laid out as ``dcn_mesh_shape``."""
     if devices is None:
-        devices = _devices.devices()
+        devices = all_devices()
     attr = "process_index" if process_is_granule else "slice_index"
     if not hasattr(devices[0], attr):
         raise ValueError(f"Device {devices[0]} does not have attribute {attr}. See "
