@@ -439,3 +439,20 @@ def test_prevent_cse_tuple_prefix():
     assert np.isclose(grads[0], 2 * np.cos(0.5)) and np.isclose(grads[1], np.sin(0.5))
     with pytest.raises(ValueError, match="prevent_cse"):
         remat.checkpoint(lambda x: x, prevent_cse=(True, True))(f32(1))
+
+
+def test_a_forwarded_python_scalar_comes_back_an_array_under_linearize():
+    """A checkpoint that returns its Python-float argument unchanged gives an Array under
+    ``linearize`` (its known outputs are its known inputs, as given), as JAX does; the
+    campaign found it as a float reaching a loss (seed 5000946)."""
+
+    def f(x):
+        c, s = remat.checkpoint(lambda a: (a, jnp.sum(x * x)))(-1.5)
+        return c, x * 2.0 + s
+
+    x = jnp.ones(3)
+    for outs in (remat.linearize(f, x)[0], remat.jvp(f, (x,), (x,))[0], f(x)):
+        assert all(isinstance(o, remat.Array) for o in outs), [type(o) for o in outs]
+        assert float(outs[0]) == -1.5 and outs[0].dtype == jnp.zeros(()).dtype
+    grad = remat.grad(lambda x: jnp.sum(remat.linearize(f, x)[0][0] * x))(x)
+    np.testing.assert_array_equal(grad, np.full(3, -1.5))

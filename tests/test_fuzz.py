@@ -195,6 +195,73 @@ def test_fuzzer_regression(namespaces, program):
 # generator has changed since: a seed no longer draws the same program), each checked as the
 # campaign checks it (against JAX too; its loops natively where numba is installed).
 CAMPAIGN_REGRESSIONS = [
+    # seed 5000946: a checkpoint forwarding its Python-float argument gave a float under
+    # linearize (its known outputs are its known inputs, as given)
+    Program(
+        arg_shapes=((2, 3), (3,), (3, 2)),
+        body=(
+            ("op", "empty_slice", (0,), None),
+            (
+                "scan",
+                2,
+                3,
+                None,
+                (
+                    ("op", "sum", (2,), None),
+                    (
+                        "scan",
+                        6,
+                        5,
+                        None,
+                        (
+                            (
+                                "call",
+                                "checkpoint",
+                                (("budget", 0.7), True),
+                                (5,),
+                                (
+                                    (
+                                        "call",
+                                        "jit",
+                                        None,
+                                        (8, 3, 8, 0.5, 0.5, 3, 0.5, 3, 3),
+                                        (
+                                            ("op", "c_abs_product", (12, 12), None),
+                                            ("op", "reshape_same", (14,), None),
+                                            ("op", "slice_step", (1,), None),
+                                        ),
+                                        (16, 21),
+                                    ),
+                                    ("op", "broadcast", (11,), None),
+                                    ("op", "matmul", (3, 5), None),
+                                ),
+                                (13,),
+                            ),
+                            ("op", "stop_gradient", (6,), None),
+                        ),
+                        (0, 8),
+                    ),
+                    ("op", "where", (7, 0), None),
+                ),
+                (9, 8),
+            ),
+            ("op", "stack", (1, 1), None),
+            ("op", "c_matmul", (0, 2), None),
+            ("op", "maximum", (7, 7), None),
+            (
+                "call",
+                "checkpoint",
+                (("offload_names", ("c",), ()), False),
+                (-1.5,),
+                (("op", "c_sum_sq", (4, 2), None),),
+                (9,),
+            ),
+        ),
+        outs=(9, 9, 7),
+        wrappers=(("grad",), ("linearize",)),
+        seed=32926,
+        dtype="float64",
+    ),
     # seed 60092: linearize through a checkpoint's split of a custom_remat (forward custom_lin)
     Program(arg_shapes=((2, 3), (3,)),
             body=(('op', 'tanh', (0,), None),

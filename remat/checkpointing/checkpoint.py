@@ -12,6 +12,8 @@ everything else the backward pass needs, and nothing more (DCE).
 import functools
 import logging
 
+import numpy as np
+
 from remat import core, exec
 from remat.api_util import (
     HashableByIdentity,
@@ -437,9 +439,18 @@ class _Checkpointed:
         cse = _prevent_cse_flags(self.prevent_cse, dyn_args, kwargs)
         if not isinstance(cse, bool):
             cse = (True,) * len(consts) + cse
-        outs = checkpoint_p.bind(*consts, *flat_args, jaxpr=jaxpr, prevent_cse=cse,
-                                 differentiated=False, policy=self.policy)
+        outs = checkpoint_p.bind(*consts, *map(_lifted, flat_args, avals), jaxpr=jaxpr,
+                                 prevent_cse=cse, differentiated=False, policy=self.policy)
         return tree_unflatten(out_tree, outs)
+
+
+def _lifted(x, aval):
+    """A Python scalar argument as the weakly typed Array its aval describes: one the
+    checkpoint forwards to an output is then an Array wherever it comes back (a linearized
+    checkpoint's known outputs are its known inputs, as given), as in JAX."""
+    if type(x) in (bool, int, float, complex):
+        return core.make_array(np.asarray(x, aval.dtype), aval)
+    return x
 
 
 def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=(),
