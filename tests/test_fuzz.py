@@ -194,7 +194,222 @@ def test_fuzzer_regression(namespaces, program):
 # Campaign cases (``fuzz_campaign.py``) that failed, as their seeds drew them then (the
 # generator has changed since: a seed no longer draws the same program), each checked as the
 # campaign checks it (against JAX too; its loops natively where numba is installed).
+_OPEN = "a select_n predicate transposed as linear in a scan (issue 31: open)"
 CAMPAIGN_REGRESSIONS = [
+    # seed 6009051 (open, issue 31): a select_n predicate reaches a scan transpose as a linear
+    # value (custom_remat of a scan under linearize of a vmap); it fails since before this
+    # campaign's generator. Strict: passing means the bug is fixed and the mark must go.
+    pytest.param(
+        Program(
+            arg_shapes=((3, 2),),
+            body=(
+                ("op", "pmean", (0,), None),
+                (
+                    "call",
+                    "custom_remat",
+                    "outs",
+                    (1,),
+                    (
+                        ("op", "barrier", (2,), None),
+                        (
+                            "scan",
+                            3,
+                            2,
+                            None,
+                            (
+                                (
+                                    "call",
+                                    "checkpoint",
+                                    (("offload_names", (), ("b", "c")), False),
+                                    (),
+                                    (
+                                        (
+                                            "call",
+                                            "jit",
+                                            None,
+                                            (2, 3, 3, 2.0, 2, 0.5, 3),
+                                            (
+                                                ("op", "cos", (1,), None),
+                                                ("op", "reshape_swap", (3,), None),
+                                                ("op", "axis_index", (5,), None),
+                                            ),
+                                            (15, 10),
+                                        ),
+                                        ("op", "mean", (4,), None),
+                                        ("op", "mul", (6, 5), None),
+                                    ),
+                                    (9, 0),
+                                ),
+                                ("op", "sigmoid", (4,), None),
+                            ),
+                            (8, 3),
+                        ),
+                    ),
+                    (1, 5),
+                ),
+                ("op", "sum_axis", (3,), 2),
+                (
+                    "cond",
+                    1,
+                    (1,),
+                    (
+                        (
+                            ("op", "scale", (3,), None),
+                            (
+                                "cond",
+                                4,
+                                (4, 3),
+                                (
+                                    (
+                                        ("op", "sub", (0, 2), None),
+                                        ("op", "name", (7,), "a"),
+                                        ("op", "add", (10, 10), None),
+                                    ),
+                                    (1, 10),
+                                ),
+                                (
+                                    (
+                                        ("op", "c_sum_sq", (7, 4), None),
+                                        ("op", "square", (1,), None),
+                                    ),
+                                    (5, 9),
+                                ),
+                            ),
+                        ),
+                        (2,),
+                    ),
+                    (
+                        (
+                            ("op", "scale", (1,), None),
+                            ("op", "barrier_pair", (0, 6), None),
+                            (
+                                "cond",
+                                3,
+                                (1, 0),
+                                (
+                                    (
+                                        ("op", "c_angle", (1, 1), None),
+                                        ("op", "neg", (4,), None),
+                                        ("op", "gather", (6,), None),
+                                    ),
+                                    (9, 6),
+                                ),
+                                ((("op", "neg", (9,), None),), (9, 5)),
+                            ),
+                        ),
+                        (2,),
+                    ),
+                ),
+                ("op", "psum", (1,), None),
+                ("op", "at_add", (3, 0), None),
+                (
+                    "cond",
+                    5,
+                    (2,),
+                    (
+                        (
+                            (
+                                "call",
+                                "checkpoint",
+                                (("any_but", ()), False),
+                                (-1.5,),
+                                (
+                                    ("op", "transpose", (5,), None),
+                                    ("op", "astype_same", (9,), None),
+                                    ("op", "broadcast", (9,), None),
+                                ),
+                                (9,),
+                            ),
+                        ),
+                        (2,),
+                    ),
+                    ((), (8,)),
+                ),
+                (
+                    "scan",
+                    1.5,
+                    6,
+                    None,
+                    (
+                        (
+                            "call",
+                            "checkpoint",
+                            (("budget", 0.0), True),
+                            (),
+                            (
+                                (
+                                    "call",
+                                    "jit",
+                                    None,
+                                    (8, 8, 7, 0.5, 0.5, 8, 7, 0.5),
+                                    (("op", "pmean", (8,), None),),
+                                    (19, 17),
+                                ),
+                            ),
+                            (12,),
+                        ),
+                        ("op", "abs", (5,), None),
+                    ),
+                    (5, 6),
+                ),
+                ("op", "pmean", (4,), None),
+                (
+                    "fori",
+                    6,
+                    2,
+                    None,
+                    (
+                        (
+                            "scan",
+                            2,
+                            1,
+                            None,
+                            (
+                                ("op", "name", (7,), "b"),
+                                ("op", "slice", (11,), None),
+                                ("op", "barrier_pair", (8, 1), None),
+                                ("op", "psum", (3,), None),
+                            ),
+                            (17, 5),
+                        ),
+                    ),
+                    5,
+                ),
+                (
+                    "fori",
+                    0,
+                    0,
+                    None,
+                    (
+                        ("op", "axis_index", (7,), None),
+                        (
+                            "call",
+                            "checkpoint",
+                            (("only", ("a",)), True),
+                            (1, -1.5, 3),
+                            (
+                                ("op", "pad", (1,), None),
+                                ("op", "ref_accumulate", (16, 12), None),
+                                ("op", "pmean", (10,), None),
+                                ("op", "matmul", (11, 13), None),
+                            ),
+                            (7,),
+                        ),
+                    ),
+                    11,
+                ),
+            ),
+            outs=(13,),
+            wrappers=(
+                ("linearize",),
+                ("checkpoint", ("offload_names", (), ()), False),
+                ("vmap", (0,), 0, "i"),
+            ),
+            seed=6574,
+            dtype="float32",
+        ),
+        marks=pytest.mark.xfail(raises=AssertionError, strict=True, reason=_OPEN),
+    ),
     # seed 5000946: a checkpoint forwarding its Python-float argument gave a float under
     # linearize (its known outputs are its known inputs, as given)
     Program(
