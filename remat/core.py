@@ -869,20 +869,13 @@ class _Key:
     cache entry whose value holds its own weak key would never be freed."""
 
 
-def _without_key(result, closed):
-    if result is closed:
-        return _Key
-    if type(result) is tuple and any(r is closed for r in result):
-        return tuple(_Key if r is closed else r for r in result)
+def _replaced(result, old, new):
+    """``result`` with ``old`` put as ``new``, where it is the result or an item of a tuple."""
+    if result is old:
+        return new
+    if type(result) is tuple and any(r is old for r in result):
+        return tuple(new if r is old else r for r in result)
     return result
-
-
-def _with_key(stored, closed):
-    if stored is _Key:
-        return closed
-    if type(stored) is tuple and any(r is _Key for r in stored):
-        return tuple(closed if r is _Key else r for r in stored)
-    return stored
 
 
 def memoize_on_jaxpr(fn):
@@ -899,8 +892,8 @@ def memoize_on_jaxpr(fn):
         key = tuple(tuple(a) if isinstance(a, list) else a for a in args)
         hit = per_jaxpr.get(key)
         if hit is None:
-            hit = per_jaxpr[key] = _without_key(fn(closed, *args), closed)
-        return _with_key(hit, closed)
+            hit = per_jaxpr[key] = _replaced(fn(closed, *args), closed, _Key)
+        return _replaced(hit, _Key, closed)
 
     cached.__name__ = fn.__name__
     cached.__doc__ = fn.__doc__

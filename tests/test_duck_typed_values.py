@@ -68,7 +68,7 @@ def _outcome(fn, *args, **kwargs):
     return ("value", out)
 
 
-def _same(remat_call, jax_call, *, raises=None):
+def assert_alike(remat_call, jax_call, *, raises=None):
     got, want = _outcome(remat_call), _outcome(jax_call)
     if want[0] == "raises":
         assert raises is not None and issubclass(want[1], raises), want
@@ -85,27 +85,27 @@ def _same(remat_call, jax_call, *, raises=None):
 def test_like_functions_take_anything_with_shape_and_dtype(like, name):
     mine, theirs = _pair(name)
     for kwargs in ({}, {"dtype": np.int32}, {"shape": (3, 1)}):
-        _same(functools.partial(getattr(jnp, like), mine, **kwargs),
-              functools.partial(getattr(jjnp, like), theirs, **kwargs))
+        assert_alike(functools.partial(getattr(jnp, like), mine, **kwargs),
+                     functools.partial(getattr(jjnp, like), theirs, **kwargs))
 
 
 @pytest.mark.parametrize("name", STAND_INS)
 def test_full_like_takes_anything_with_shape_and_dtype(name):
     mine, theirs = _pair(name)
-    _same(lambda: jnp.full_like(mine, 2.5), lambda: jjnp.full_like(theirs, 2.5))
-    _same(lambda: jnp.full_like(mine, 7, dtype=np.int8),
-          lambda: jjnp.full_like(theirs, 7, dtype=np.int8))
-    _same(lambda: jnp.full_like(mine, np.ones(mine.shape[-1:])),
-          lambda: jjnp.full_like(theirs, np.ones(theirs.shape[-1:])))
+    assert_alike(lambda: jnp.full_like(mine, 2.5), lambda: jjnp.full_like(theirs, 2.5))
+    assert_alike(lambda: jnp.full_like(mine, 7, dtype=np.int8),
+                 lambda: jjnp.full_like(theirs, 7, dtype=np.int8))
+    assert_alike(lambda: jnp.full_like(mine, np.ones(mine.shape[-1:])),
+                 lambda: jjnp.full_like(theirs, np.ones(theirs.shape[-1:])))
 
 
 def test_like_functions_check_what_is_not_duck_typed():
     # dtype without shape is not enough; a list fill value is still not array-like
     for fn in ("zeros_like", "ones_like", "full_like"):
         args = (2,) if fn == "full_like" else ()
-        _same(functools.partial(getattr(jnp, fn), _DtypeOnly("int16"), *args),
-              functools.partial(getattr(jjnp, fn), _DtypeOnly("int16"), *args),
-              raises=TypeError)
+        assert_alike(functools.partial(getattr(jnp, fn), _DtypeOnly("int16"), *args),
+                     functools.partial(getattr(jjnp, fn), _DtypeOnly("int16"), *args),
+                     raises=TypeError)
     mine, theirs = _pair("struct")
     with pytest.raises(TypeError, match="at position 1"):
         jnp.full_like(mine, [1, 2, 3])
@@ -133,14 +133,15 @@ def test_zeros_like_over_eval_shape_output():
 @pytest.mark.parametrize("name", STAND_INS)
 def test_eval_shape_of_stand_ins(name):
     mine, theirs = _pair(name)
-    _same(lambda: remat.eval_shape(lambda x: x * 2, mine),
-          lambda: jax.eval_shape(lambda x: x * 2, theirs))
-    _same(lambda: remat.eval_shape(lambda x: x, mine), lambda: jax.eval_shape(lambda x: x, theirs))
+    assert_alike(lambda: remat.eval_shape(lambda x: x * 2, mine),
+                 lambda: jax.eval_shape(lambda x: x * 2, theirs))
+    assert_alike(lambda: remat.eval_shape(lambda x: x, mine),
+                 lambda: jax.eval_shape(lambda x: x, theirs))
 
 
 def test_eval_shape_of_dtype_only_value_is_a_scalar():
-    _same(lambda: remat.eval_shape(lambda x: x + 1, _DtypeOnly("int16")),
-          lambda: jax.eval_shape(lambda x: x + 1, _DtypeOnly("int16")))
+    assert_alike(lambda: remat.eval_shape(lambda x: x + 1, _DtypeOnly("int16")),
+                 lambda: jax.eval_shape(lambda x: x + 1, _DtypeOnly("int16")))
 
 
 @pytest.mark.parametrize("value", ["f32_type", "np_type", "dtype", "str"])
@@ -148,8 +149,8 @@ def test_eval_shape_rejects_what_is_not_an_array(value):
     values = {"f32_type": (jnp.float32, jjnp.float32), "np_type": (np.float32, np.float32),
               "dtype": (np.dtype("float32"),) * 2, "str": ("abc",) * 2}
     mine, theirs = values[value]
-    _same(lambda: remat.eval_shape(lambda x: x, mine),
-          lambda: jax.eval_shape(lambda x: x, theirs), raises=TypeError)
+    assert_alike(lambda: remat.eval_shape(lambda x: x, mine),
+                 lambda: jax.eval_shape(lambda x: x, theirs), raises=TypeError)
 
 
 @pytest.mark.parametrize("name", ["struct", "aval", "duck"])
@@ -168,10 +169,11 @@ def test_make_jaxpr_and_lower_take_stand_ins(name):
 @pytest.mark.parametrize("name", ["struct", "aval", "duck"])
 def test_jit_call_rejects_stand_ins(name):
     mine, theirs = _pair(name)
-    _same(lambda: remat.jit(lambda x: x * 2)(mine), lambda: jax.jit(lambda x: x * 2)(theirs),
-          raises=TypeError)
-    _same(lambda: remat.jit(lambda x: x)(jnp.float32), lambda: jax.jit(lambda x: x)(jjnp.float32),
-          raises=TypeError)
+    assert_alike(lambda: remat.jit(lambda x: x * 2)(mine), lambda: jax.jit(lambda x: x * 2)(theirs),
+                 raises=TypeError)
+    assert_alike(lambda: remat.jit(lambda x: x)(jnp.float32),
+                 lambda: jax.jit(lambda x: x)(jjnp.float32),
+                 raises=TypeError)
 
 
 @pytest.mark.parametrize("name", ["struct", "weak_aval", "duck"])
@@ -180,8 +182,8 @@ def test_linear_transpose_at_stand_ins(name):
     mine, theirs = _pair(name)
     ct_mine = jnp.ones(mine.shape, mine.dtype)
     ct_theirs = jjnp.ones(theirs.shape, theirs.dtype)
-    _same(lambda: remat.linear_transpose(lambda x: 3 * x, mine)(ct_mine)[0],
-          lambda: jax.linear_transpose(lambda x: 3 * x, theirs)(ct_theirs)[0])
+    assert_alike(lambda: remat.linear_transpose(lambda x: 3 * x, mine)(ct_mine)[0],
+                 lambda: jax.linear_transpose(lambda x: 3 * x, theirs)(ct_theirs)[0])
 
 
 @pytest.mark.parametrize("shape", [(), (2,)])
@@ -193,8 +195,8 @@ def test_struct_is_typed_but_has_no_value(shape):
     theirs = jax.ShapeDtypeStruct(shape, np.float32)
     got, want = remat.typeof(mine), jax.typeof(theirs)
     assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
-    _same(functools.partial(remat.lax.full_like, mine, 2.0),
-          functools.partial(jax.lax.full_like, theirs, 2.0))
+    assert_alike(functools.partial(remat.lax.full_like, mine, 2.0),
+                 functools.partial(jax.lax.full_like, theirs, 2.0))
     got = remat.eval_shape(lambda: (mine, jnp.ones(3)))
     want = jax.eval_shape(lambda: (theirs, jjnp.ones(3)))
     assert [_outcome(lambda s=s: s) for s in got] == [_outcome(lambda s=s: s) for s in want]
@@ -211,7 +213,7 @@ def test_struct_is_typed_but_has_no_value(shape):
             (functools.partial(jnp.add, mine, 1.0), functools.partial(jjnp.add, theirs, 1.0)),
             (functools.partial(remat.jit(lambda x: remat.lax.add(x, mine)), jnp.ones(shape)),
              functools.partial(jax.jit(lambda x: jax.lax.add(x, theirs)), jjnp.ones(shape)))):
-        _same(call_mine, call_theirs, raises=TypeError)
+        assert_alike(call_mine, call_theirs, raises=TypeError)
 
 
 def test_avals_are_abstract_values():
@@ -226,8 +228,8 @@ def test_array_of_stand_in_is_rejected():
     for name in ("struct", "aval"):
         mine, theirs = _pair(name)
         for fn in ("array", "asarray"):
-            _same(functools.partial(getattr(jnp, fn), mine),
-                  functools.partial(getattr(jjnp, fn), theirs), raises=TypeError)
+            assert_alike(functools.partial(getattr(jnp, fn), mine),
+                         functools.partial(getattr(jjnp, fn), theirs), raises=TypeError)
 
 
 def test_eval_shape_keeps_key_dtypes():
@@ -249,9 +251,9 @@ def test_shape_ndim_size_of_stand_ins(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # JAX's, for size of a non-array
         for fn in ("shape", "ndim", "size"):
-            _same(functools.partial(getattr(jnp, fn), mine),
-                  functools.partial(getattr(jjnp, fn), theirs))
-        _same(lambda: jnp.size(mine, 0), lambda: jjnp.size(theirs, 0))
+            assert_alike(functools.partial(getattr(jnp, fn), mine),
+                         functools.partial(getattr(jjnp, fn), theirs))
+        assert_alike(lambda: jnp.size(mine, 0), lambda: jjnp.size(theirs, 0))
 
 
 def test_size_takes_a_sequence_of_axes():
@@ -259,8 +261,8 @@ def test_size_takes_a_sequence_of_axes():
     for axis in (1, -1, (0, 2), (0, 1, 2), ()):
         assert jnp.size(x, axis) == jjnp.size(y, axis)
     for axis in ((0, 0), 5):
-        _same(functools.partial(jnp.size, x, axis), functools.partial(jjnp.size, y, axis),
-              raises=ValueError)
+        assert_alike(functools.partial(jnp.size, x, axis), functools.partial(jjnp.size, y, axis),
+                     raises=ValueError)
 
 
 def test_shape_ndim_size_of_non_arrays_warn_as_in_jax():
@@ -299,21 +301,21 @@ def test_scalar_types_as_values(name):
     mine, theirs = getattr(jnp, name), getattr(jjnp, name)
     # not arrays (JAX's jnp.array(jnp.bool_) reads the class's truth, True: not followed)
     for fn in ("array", "asarray", "zeros_like", "ravel")[0 if name != "bool_" else 2:]:
-        _same(functools.partial(getattr(jnp, fn), mine),
-              functools.partial(getattr(jjnp, fn), theirs), raises=TypeError)
+        assert_alike(functools.partial(getattr(jnp, fn), mine),
+                     functools.partial(getattr(jjnp, fn), theirs), raises=TypeError)
     for fn in ("dtype", "result_type", "iscomplexobj", "isrealobj"):
         assert getattr(jnp, fn)(mine) == getattr(jjnp, fn)(theirs)
     assert np.dtype(mine) == np.dtype(theirs) and jnp.zeros(2, mine).dtype == np.dtype(theirs)
     assert remat.tree.leaves({"a": mine}) == [mine]  # a leaf, as JAX's is
     for x in ([1, 0], jnp.arange(2), np.arange(2)):
-        _same(functools.partial(mine, x),
-              functools.partial(theirs, np.asarray(x) if hasattr(x, "aval") else x))
+        assert_alike(functools.partial(mine, x),
+                     functools.partial(theirs, np.asarray(x) if hasattr(x, "aval") else x))
 
 
 def test_scalar_type_of_none_is_a_value_error():
-    _same(lambda: jnp.float32(None), lambda: jjnp.float32(None), raises=ValueError)
-    _same(lambda: jnp.array(None), lambda: jjnp.array(None), raises=ValueError)
-    _same(lambda: jnp.array([1.0, None]), lambda: jjnp.array([1.0, None]), raises=ValueError)
+    assert_alike(lambda: jnp.float32(None), lambda: jjnp.float32(None), raises=ValueError)
+    assert_alike(lambda: jnp.array(None), lambda: jjnp.array(None), raises=ValueError)
+    assert_alike(lambda: jnp.array([1.0, None]), lambda: jjnp.array([1.0, None]), raises=ValueError)
 
 
 ML_NAMES = ["bfloat16", "float16", "float8_e4m3fn", "int4", "uint4", "int8", "float32",
