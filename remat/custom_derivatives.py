@@ -417,8 +417,7 @@ def _custom_lin_impl(*args, num_res, bwd, out_avals, transposable=False):
     res = [_as_array(r) for r in args[:num_res]]
     tangents = [_as_array(t) for t in args[num_res:]]
     closed = pe.trace_to_jaxpr(lambda *cts: bwd(res, list(cts)), list(out_avals))
-    dummies = [ad.UndefinedPrimal(a) for a in out_avals]
-    outs = ad.backward_pass(closed.jaxpr, list(closed.consts), dummies, tangents)
+    outs = ad.transpose_traced_whole(closed, tangents)
     return [ad.instantiate_zeros(o) for o in outs]
 
 

@@ -1549,3 +1549,42 @@ def test_branch_outputs_of_other_types_raise_jax_error():
         with pytest.raises(TypeError) as got:
             case(lax, jnp)
         assert str(got.value) == str(want.value)
+
+
+# --- transposing loops that carry primal values ------------------------------------------------
+
+
+def _scan_with_counter(x, read_after=True):
+    """A linear function of ``x`` whose scan also carries an integer counter, read as a
+    predicate inside the loop (and after it)."""
+    def body(c, _):
+        k, y = c
+        y = jnp.where(k > 1, y * 2.0, y + x)
+        return (k + 1, y), y
+    (k, y), ys = lax.scan(body, (0, jnp.zeros(3, np.float32)), None, length=4)
+    return (jnp.where(k > 2, y, 3.0 * y) if read_after else y) + ys.sum(0)
+
+
+def test_linear_transpose_of_a_scan_carrying_a_counter_matches_vjp():
+    x, ct = rand(3), rand(3)
+    (got,) = remat.linear_transpose(_scan_with_counter, x)(ct)
+    (want,) = remat.vjp(_scan_with_counter, x)[1](ct)
+    assert_close(got, want)
+    np.testing.assert_allclose(got, 23.0 * ct, rtol=1e-6)
+
+
+def test_transposing_a_whole_staged_scan_runs_its_primal_carries_forward():
+    """The scan transpose rule given a scan traced whole (not split by partial evaluation):
+    the counter carry is primal, so it is run forward, not transposed as linear. (A primal
+    output read after the loop needs the partial evaluation that ``linear_transpose`` does.)"""
+    from remat.interpreters import ad
+    x = rand(3)
+    closed = pe.trace_to_jaxpr(lambda x: [_scan_with_counter(x, read_after=False)],
+                               [core.get_aval(x)])
+    scan_eqn = next(e for e in closed.jaxpr.eqns if e.primitive.name == "scan")
+    assert any(not np.issubdtype(a.dtype, np.floating)
+               for a in scan_eqn.params["jaxpr"].in_avals)
+    ct = rand(3)
+    (got,) = ad.backward_pass(closed.jaxpr, list(closed.consts),
+                              [ad.UndefinedPrimal(core.get_aval(x))], [ct])
+    np.testing.assert_allclose(got, 23.0 * ct, rtol=1e-6)

@@ -194,11 +194,10 @@ def test_fuzzer_regression(namespaces, program):
 # Campaign cases (``fuzz_campaign.py``) that failed, as their seeds drew them then (the
 # generator has changed since: a seed no longer draws the same program), each checked as the
 # campaign checks it (against JAX too; its loops natively where numba is installed).
-_OPEN = "a select_n predicate transposed as linear in a scan (issue 31: open)"
 CAMPAIGN_REGRESSIONS = [
-    # seed 6009051 (open, issue 31): a select_n predicate reaches a scan transpose as a linear
-    # value (custom_remat of a scan under linearize of a vmap); it fails since before this
-    # campaign's generator. Strict: passing means the bug is fixed and the mark must go.
+    # seed 6009051: a select_n predicate reached a scan transpose as a linear value. Under
+    # linearize, a custom_remat's f_bwd (the vjp of a checkpointed scan) was traced whole and
+    # transposed, its reverse sweep's primal carries with it; it is partially evaluated now
     pytest.param(
         Program(
             arg_shapes=((3, 2),),
@@ -408,7 +407,6 @@ CAMPAIGN_REGRESSIONS = [
             seed=6574,
             dtype="float32",
         ),
-        marks=pytest.mark.xfail(raises=AssertionError, strict=True, reason=_OPEN),
     ),
     # seed 5000946: a checkpoint forwarding its Python-float argument gave a float under
     # linearize (its known outputs are its known inputs, as given)

@@ -347,6 +347,22 @@ def backward_pass(jaxpr, consts, args, cts_out, consume_consts=False):
             for v, a in zip(jaxpr.invars, args)]
 
 
+def transpose_traced_whole(closed, cts_out):
+    """The input cotangents of a linear function whose jaxpr ``closed`` was traced whole (all of
+    its inputs linear). What does not depend on the inputs runs forward first, as partial
+    evaluation: a loop or cond carrying primal values beside linear ones (a counter, a
+    checkpointed loop's schedule) is split, never transposed whole."""
+    jaxpr, consts = closed.jaxpr, list(closed.consts)
+    if prepare_backward_pass is not None:
+        jaxpr, consts = prepare_backward_pass(jaxpr, consts)
+    n_in = len(jaxpr.invars)
+    known, linear, _, num_res = pe.partial_eval_jaxpr_nounits(
+        core.ClosedJaxpr(jaxpr, consts), (True,) * n_in, True)
+    residuals = core.eval_jaxpr(known.jaxpr, known.consts)
+    args = [*residuals, *[UndefinedPrimal(v.aval) for v in jaxpr.invars]]
+    return backward_pass(linear.jaxpr, list(linear.consts), args, cts_out)[num_res:]
+
+
 def _transpose_eqn(eqn, linear_vars, read, ct_env):
     cts = [ct_env.pop(v, None) for v in eqn.outvars]
     if eqn.primitive.multiple_results:

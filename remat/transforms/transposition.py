@@ -12,16 +12,16 @@ from remat.tree_util import Partial, tree_flatten, tree_unflatten
 __all__ = ["linear_transpose"]
 
 
-def _transposer(jaxpr, in_avals, in_tree, out_avals, out_tree):
+def _transposer(jaxpr, in_tree, out_avals, out_tree):
     """``transposed(consts, out_cotangent)`` for the jaxpr of a linear function."""
 
     def transposed(consts, out_cotangent):
-        return _transpose(jaxpr, consts, in_avals, in_tree, out_avals, out_tree, out_cotangent)
+        return _transpose(jaxpr, consts, in_tree, out_avals, out_tree, out_cotangent)
 
     return transposed
 
 
-def _transpose(jaxpr, consts, in_avals, in_tree, out_avals, out_tree, out_cotangent):
+def _transpose(jaxpr, consts, in_tree, out_avals, out_tree, out_cotangent):
     out_cts, tree = tree_flatten(out_cotangent)
     if tree != out_tree:
         raise TypeError(f"cotangent tree does not match function output, expected {out_tree} "
@@ -31,8 +31,7 @@ def _transpose(jaxpr, consts, in_avals, in_tree, out_avals, out_tree, out_cotang
         if got.shape != aval.shape or got.dtype != aval.dtype:
             raise TypeError(f"cotangent type does not match function output, expected "
                             f"{tuple(out_avals)} but got {out_cts}")
-    dummies = [ad.UndefinedPrimal(a.to_tangent_aval()) for a in in_avals]
-    in_cts = ad.backward_pass(jaxpr, list(consts), dummies, out_cts)
+    in_cts = ad.transpose_traced_whole(core.ClosedJaxpr(jaxpr, list(consts)), out_cts)
     return tree_unflatten(in_tree, [ad.instantiate_zeros(c) for c in in_cts])
 
 
@@ -55,5 +54,5 @@ def linear_transpose(fun, *primals, reduce_axes=()):
         raise TypeError(f"linear_transpose only supports [float or complex] -> [float or "
                         f"complex], and integer -> integer functions, but got {in_dtypes} -> "
                         f"{out_dtypes}.")
-    transposed = _transposer(closed.jaxpr, in_avals, in_tree, out_avals, store.tree)
+    transposed = _transposer(closed.jaxpr, in_tree, out_avals, store.tree)
     return Partial(transposed, tuple(closed.consts))  # a pytree: its consts are leaves

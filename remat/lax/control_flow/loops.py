@@ -132,9 +132,9 @@ def _loop_variant_vars(jaxpr, variant_invars):
     return variant
 
 
-def _scan_partial_eval(trace, args, params):
-    jaxpr, num_consts, num_carry = params["jaxpr"], params["num_consts"], params["num_carry"]
-    unknowns = [pe.is_unknown(trace, x) for x in args]
+def _unknown_carries(jaxpr, num_consts, num_carry, unknowns):
+    """Which carries are unknown once the loop runs: those whose init is, and those the body
+    makes unknown from an unknown input (a fixed point)."""
     const_uk, carry_uk, xs_uk = _scan_split(unknowns, num_consts, num_carry)
     n_ys = len(jaxpr.out_avals) - num_carry
     while True:
@@ -143,8 +143,16 @@ def _scan_partial_eval(trace, args, params):
                                                inst)[2]
         new = _or(carry_uk, out_uk[:num_carry])
         if new == carry_uk:
-            break
+            return carry_uk
         carry_uk = new
+
+
+def _scan_partial_eval(trace, args, params):
+    jaxpr, num_consts, num_carry = params["jaxpr"], params["num_consts"], params["num_carry"]
+    unknowns = [pe.is_unknown(trace, x) for x in args]
+    const_uk, _, xs_uk = _scan_split(unknowns, num_consts, num_carry)
+    carry_uk = _unknown_carries(jaxpr, num_consts, num_carry, unknowns)
+    n_ys = len(jaxpr.out_avals) - num_carry
     in_uk = tuple(const_uk + carry_uk + xs_uk)
     known, unknown, out_uk, num_res = pe.partial_eval_jaxpr_nounits(
         jaxpr, in_uk, tuple(carry_uk) + (False,) * n_ys)
@@ -201,6 +209,12 @@ def _scan_partial_eval(trace, args, params):
 
 
 def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, unroll):
+    linear = [ad.is_undefined_primal(x) for x in args]
+    if not all(linear[num_consts:num_consts + num_carry]) and not all(
+            _unknown_carries(jaxpr, num_consts, num_carry, linear)):
+        return _transpose_primal_carries(cts, args, dict(
+            jaxpr=jaxpr, num_consts=num_consts, num_carry=num_carry, length=length,
+            reverse=reverse, unroll=unroll))
     consts, carry, xs = _scan_split(args, num_consts, num_carry)
     const_lin = [ad.is_undefined_primal(x) for x in consts]
     xs_lin = [ad.is_undefined_primal(x) for x in xs]
@@ -251,6 +265,22 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
     result += [c if ad.is_undefined_primal(x) else None for x, c in zip(carry, k_ct)]
     result += [next(x_it) if lin else None for lin in xs_lin]
     return result
+
+
+def _transpose_primal_carries(cts, args, params):
+    """Transposes a scan that carries primal values beside its linear ones (a counter, or the
+    schedule of a checkpointed loop's reverse sweep, in a linear function traced whole): the
+    primal part runs forward now, as partial evaluation would have run it, and the linear scan
+    it leaves, whose carries are all linear, is transposed."""
+    linear = [ad.is_undefined_primal(x) for x in args]
+    pvals = [pe.PartialVal.unknown(x.aval) if lin else pe.PartialVal.known(x)
+             for x, lin in zip(args, linear)]
+    jaxpr, out_pvals, consts = pe.trace_to_jaxpr_nounits(
+        lambda *a: scan_p.bind(*a, **params), pvals)
+    linear_cts = [ct for ct, pv in zip(cts, out_pvals) if not pv.is_known()]
+    dummies = [x for x in args if ad.is_undefined_primal(x)]
+    in_cts = iter(ad.backward_pass(jaxpr, consts, dummies, linear_cts))
+    return [next(in_cts) if lin else None for lin in linear]
 
 
 def _scan_batch(vals, dims, jaxpr, num_consts, num_carry, length, reverse, unroll):
