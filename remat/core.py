@@ -202,6 +202,12 @@ class Trace:
         self.level = 0 if parent is None else parent.level + 1
         self._alive = True
 
+    @property
+    def main(self):
+        """JAX's older name for a trace's identity (its ``tag``): equinox tells a
+        transformation's own tracers by ``tracer._trace.main``. A remat trace is its own."""
+        return self
+
     def process_primitive(self, primitive, args, params):
         raise NotImplementedError  # every concrete trace overrides this
 
@@ -566,6 +572,11 @@ class Literal:
         if self.aval.weak_type:
             return make_array(np.asarray(self.val, self.aval.dtype), self.aval)
         return self.val
+
+
+# What an equation reads: a variable or an inlined literal (JAX's ``core.Atom``, which jaxpr
+# interpreters such as equinox's annotate with).
+Atom = Var | Literal
 
 
 class JaxprEqn:

@@ -199,7 +199,7 @@ def _expect_out_tree(out_tree, tree, message):
         raise TypeError(message(expected))
 
 
-def _call_without_jaxpr(flat_args, run_fun, run_rule):
+def _call_without_jaxpr(flat_args, run_fun, run_rule, closure_differentiable=True):
     """The call's flat outputs where no trace needs the function's jaxpr, as JAX's
     ``process_custom_jvp_call``/``process_custom_vjp_call`` give them; None where one does
     (staging, vmap, a value linearize does not know): then the caller traces and binds.
@@ -207,14 +207,22 @@ def _call_without_jaxpr(flat_args, run_fun, run_rule):
     Eagerly the function runs (``run_fun``) on concrete values. A JVP trace with a perturbed
     input runs the rule (``run_rule(primals, tangents)``, None when it cannot) under its
     parent; one without passes the primals to its parent, as vmap passes unbatched values
-    (``jacfwd`` batches only the tangents) and linearize's partial evaluation known ones."""
+    (``jacfwd`` batches only the tangents) and linearize's partial evaluation known ones.
+    Unless ``closure_differentiable`` (a ``custom_vjp``), outputs that a passed-over JVP trace
+    still differentiates came from a closed-over value: ``CustomVJPException``, as JAX."""
     trace = core.current_trace()
+    passed_over = []
     while True:
         if trace is core.eval_trace:
             if any(isinstance(x, core.Tracer) for x in flat_args):
                 return None
             with core.set_current_trace(trace):
-                return run_fun(flat_args)
+                outs = run_fun(flat_args)
+            if not closure_differentiable and any(
+                    isinstance(o, ad.JVPTracer) and o._trace in passed_over
+                    and type(o.tangent) is not ad.Zero for o in outs):
+                raise ad.CustomVJPException()
+            return outs
         if isinstance(trace, ad.JVPTrace):
             primals, tangents = core.unzip2(trace.to_primal_tangent(x) for x in flat_args)
             if any(type(t) is not ad.Zero for t in tangents):
@@ -223,6 +231,7 @@ def _call_without_jaxpr(flat_args, run_fun, run_rule):
                 if result is None:
                     return None
                 return [trace.make_tracer(p, t) for p, t in zip(*result)]
+            passed_over.append(trace)
             flat_args = primals
         elif type(trace) is batching.BatchTrace and trace.axis_name is None:
             vals, dims = core.unzip2(trace.to_val_dim(x) for x in flat_args)
@@ -456,6 +465,8 @@ ad.primitive_transposes[custom_lin_p] = _custom_lin_transpose
 
 
 def _custom_vjp_call_jvp(primals, tangents, call_jaxpr, fwd, bwd, num_consts):
+    if any(type(t) is not ad.Zero for t in tangents[:num_consts]):
+        raise ad.CustomVJPException()  # bwd has no cotangent for a closed-over value
     consts, primals, tangents = primals[:num_consts], primals[num_consts:], tangents[num_consts:]
     perturbed = [type(t) is not ad.Zero for t in tangents]
     if getattr(fwd, "optimize_remat", False):
@@ -622,7 +633,7 @@ class custom_vjp(_CustomDerivative):
         if not _has_tracer(nondiff):
             outs = _call_without_jaxpr(
                 flat_args, functools.partial(self._run_fun, nondiff, in_tree, out_tree),
-                run_rule)
+                run_rule, closure_differentiable=False)
             if outs is not None:
                 return tree_unflatten(out_tree["tree"], outs)
         traced = self._trace(nondiff, flat_args, in_tree)

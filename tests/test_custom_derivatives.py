@@ -414,3 +414,40 @@ def test_known_custom_remat_derivative_inside_a_checkpoint():
                    remat.checkpoint_policies.save_only_these_names("cos")):
         got = remat.grad(remat.checkpoint(f, policy=policy))(f32(0.3))
         np.testing.assert_allclose(got, np.cos(0.3) * np.cos(0.7), rtol=1e-6)
+
+
+# --- differentiating a custom_vjp with respect to a closed-over value -------------------------
+
+
+def _closing_over(w):
+    @remat.custom_vjp
+    def f(x):
+        return x * w
+
+    f.defvjp(lambda x: (f(x), None), lambda _, g: (g * 2.0,))
+    return f(f32(3.0))
+
+
+@pytest.mark.parametrize("transform", ["grad", "grad_of_jit", "jvp_of_jit"])
+def test_a_custom_vjp_differentiated_by_its_closure_raises_as_jax(transform):
+    """``bwd`` gives no cotangent for ``w``: JAX raises ``CustomVJPException`` (from
+    ``jax._src.interpreters.ad``; diffrax's tests expect it) where remat once differentiated
+    through ``f``'s body, silently bypassing the rule."""
+    from remat._src.interpreters.ad import CustomVJPException
+    run = {"grad": remat.grad(_closing_over),
+           "grad_of_jit": remat.grad(remat.jit(_closing_over)),
+           "jvp_of_jit": lambda w: remat.jvp(remat.jit(_closing_over), (w,), (w,))}[transform]
+    with pytest.raises(CustomVJPException, match="closed-over value"):
+        run(f32(2.0))
+
+
+def test_a_custom_vjp_closing_over_an_undifferentiated_value_still_runs():
+    def outer(x, w):
+        @remat.custom_vjp
+        def f(x):
+            return x * w
+
+        f.defvjp(lambda x: (f(x), None), lambda _, g: (g * 2.0,))
+        return f(x)
+
+    assert float(remat.grad(outer)(f32(3.0), f32(5.0))) == 2.0  # JAX: 2.0

@@ -422,3 +422,30 @@ def test_interpreters_package_exposes_mlir():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+# --- 8. jaxpr atoms and a trace's main (equinox's jaxpr tools and filter_jvp) -------------------
+
+
+def test_core_atom_is_a_variable_or_a_literal():
+    jaxpr = remat.make_jaxpr(lambda x: x * 2.0)(1.0).jaxpr
+    (eqn,) = jaxpr.eqns
+    assert all(isinstance(v, remat.core.Atom) for v in eqn.invars)
+    assert {type(v) for v in eqn.invars} == {remat.core.Var, remat.core.Literal}
+
+
+def test_a_traces_main_tells_its_own_tracers_from_an_outer_ones():
+    """equinox's ``filter_jvp`` keeps the outputs whose ``_trace.main`` is the top trace's."""
+    from remat.extend.core import find_top_trace
+    from remat.interpreters.ad import JVPTracer
+
+    def inner(x, outer_tracer):
+        main = find_top_trace([x]).main
+        assert isinstance(x, JVPTracer) and x._trace.main is main
+        assert outer_tracer._trace.main is not main
+        return x
+
+    def outer(y):
+        return remat.jvp(lambda x: inner(x, y), (y * 1.0,), (1.0,))[1]
+
+    assert float(remat.jvp(outer, (2.0,), (1.0,))[0]) == 1.0

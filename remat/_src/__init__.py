@@ -5,4 +5,4 @@ stable in JAX, implemented for remat; nothing here is remat's own API.
 """
 
 # reachable by attribute once ``jax`` is imported, as JAX's is
-from remat._src import xla_bridge  # noqa: F401
+from remat._src import interpreters, xla_bridge  # noqa: F401

@@ -41,6 +41,19 @@ class Zero:
         return f"Zero({self.aval})"
 
 
+class CustomVJPException(Exception):
+    """A ``custom_vjp`` function differentiated with respect to a value it closes over: its
+    ``bwd`` gives cotangents for its explicit arguments only (JAX's exception, at JAX's path)."""
+
+    def __init__(self):
+        super().__init__(
+            "Detected differentiation of a custom_vjp function with respect to a closed-over "
+            "value. That isn't supported because the custom VJP rule only specifies how to "
+            "differentiate the custom_vjp function with respect to explicit input parameters. "
+            "Try passing the closed-over value into the custom_vjp function as an argument, and "
+            "adapting the custom_vjp fwd and bwd rules.")
+
+
 class UndefinedPrimal:
     """A linear input of an equation being transposed."""
 
