@@ -224,7 +224,7 @@ class Trace:
                 f"scope of the transformation.\nremat transformations require that functions "
                 f"explicitly return their outputs, and disallow saving intermediate values to "
                 f"global state.{where}")
-        if other.level >= self.level:
+        if other.level >= self.level and not _ctx.set_aside:
             raise UnexpectedTracerError(
                 f"Encountered an unexpected tracer: {tracer!r} belongs to a transformation "
                 f"({type(other).__name__}) that does not enclose the current one "
@@ -342,10 +342,11 @@ def register_array_type(cls):
 
 
 class _TraceContext:
-    __slots__ = ("trace",)
+    __slots__ = ("trace", "set_aside")
 
     def __init__(self):
         self.trace = EvalTrace(None)
+        self.set_aside = 0  # how many ensure_compile_time_eval blocks are open
 
 
 _ctx = _TraceContext()
@@ -368,9 +369,15 @@ def set_current_trace(trace):
 
 @contextlib.contextmanager
 def ensure_compile_time_eval():
-    """Evaluate operations on concrete values eagerly, even inside traced code."""
-    with set_current_trace(eval_trace):
-        yield
+    """Evaluate operations on concrete values eagerly, even inside traced code. The traces
+    set aside stay live: a tracer of theirs met here is a constant to the traces started here
+    (as JAX: lineax takes ``eval_shape`` of a closure over a tracer in such a block)."""
+    _ctx.set_aside += 1
+    try:
+        with set_current_trace(eval_trace):
+            yield
+    finally:
+        _ctx.set_aside -= 1
 
 
 @contextlib.contextmanager

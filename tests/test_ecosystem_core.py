@@ -449,3 +449,69 @@ def test_a_traces_main_tells_its_own_tracers_from_an_outer_ones():
         return remat.jvp(lambda x: inner(x, y), (y * 1.0,), (1.0,))[1]
 
     assert float(remat.jvp(outer, (2.0,), (1.0,))[0]) == 1.0
+
+
+# --- 9. an integer's float0 tangent is a symbolic zero (equinox's unvmap_max has no JVP) --------
+
+
+def _max_of_ints():
+    from remat.extend.core import Primitive
+    prim = Primitive("max_of_ints_without_jvp")
+    prim.def_impl(lambda n: np.max(np.asarray(n)))
+    prim.def_abstract_eval(lambda n: remat.core.ShapedArray((), n.dtype))
+    return prim
+
+
+def test_a_custom_vjps_integer_output_has_a_symbolic_zero_tangent():
+    """A custom_vjp's tangent map gives a float0 array for an integer output; as in JAX it
+    becomes a symbolic zero, so a primitive without a JVP rule may read the integer under a
+    jit (diffrax's BacksolveAdjoint runs equinox's ``unvmap_max`` so)."""
+    prim = _max_of_ints()
+
+    @remat.custom_vjp
+    def f(x):
+        return x * 2.0, jnp.array([3, 1], np.int32)
+
+    f.defvjp(lambda x: (f(x), None), lambda _, g: (g[0] * 2.0,))
+
+    def loss(x):
+        y, k = f(x)
+        return y * remat.jit(prim.bind)(k).astype(y.dtype)
+
+    assert float(remat.grad(loss)(np.float32(2.0))) == 6.0
+    assert float(remat.jit(remat.grad(loss))(np.float32(2.0))) == 6.0
+
+
+def test_a_float0_tangent_never_reaches_a_rule():
+    prim = _max_of_ints()
+
+    @remat.jit
+    def f(x, n):
+        return x * prim.bind(n).astype(x.dtype)
+
+    n = np.array([1, 4, 2], np.int32)
+    float0_tangent = np.zeros(n.shape, remat.dtypes.float0)
+    out, t = remat.jvp(f, (np.float32(2.0), n), (np.float32(1.0), float0_tangent))
+    assert float(out) == 8.0 and float(t) == 4.0
+    assert float(remat.grad(lambda x: remat.jit(f)(x, n))(np.float32(2.0))) == 4.0
+
+
+# --- 10. a tracer of a trace set aside by ensure_compile_time_eval is a constant there ----------
+
+
+def _shape_inside_compile_time_eval(lib):
+    @lib.jit
+    def f(x):
+        with lib.ensure_compile_time_eval():
+            shape = lib.eval_shape(lambda: x * 2.0)
+            ones = lib.numpy.ones(shape.shape, shape.dtype)
+        return x + ones
+
+    return f(np.arange(3.0, dtype=np.float32))
+
+
+def test_eval_shape_of_an_outer_tracer_inside_ensure_compile_time_eval_matches_jax():
+    """lineax's ``diagonal`` takes ``eval_shape`` of a closure over the operator's tracer under
+    ``ensure_compile_time_eval`` (diffrax's ImplicitAdjoint runs it)."""
+    np.testing.assert_array_equal(_shape_inside_compile_time_eval(remat),
+                                  _shape_inside_compile_time_eval(jax))

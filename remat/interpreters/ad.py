@@ -213,7 +213,16 @@ class JVPTrace(Trace):
         return self.make_tracer(primal_out, tangent_out)
 
     def make_tracer(self, primal, tangent):
-        return JVPTracer(self, primal, tangent)
+        return JVPTracer(self, primal, _symbolic_float0(tangent))
+
+
+def _symbolic_float0(tangent):
+    """A tangent of an integer or boolean value (dtype float0) is zero whatever it holds: as in
+    JAX, it becomes the symbolic ``Zero``, so rules never see it (equinox's ``unvmap_max`` has
+    none) and it is never staged."""
+    if type(tangent) is not Zero and core.get_aval(tangent).dtype == dtypes.float0:
+        return Zero(core.get_aval(tangent))
+    return tangent
 
 
 # --- forward mode on flat functions and on jaxprs --------------------------------------------
@@ -222,7 +231,7 @@ class JVPTrace(Trace):
 def jvp_flat(flat_fun, primals, tangents):
     """``(primal_outs, tangent_outs)`` of ``flat_fun``; tangents may be ``Zero``."""
     with core.new_trace(JVPTrace) as trace:
-        ins = [JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
+        ins = [JVPTracer(trace, p, _symbolic_float0(t)) for p, t in zip(primals, tangents)]
         outs = flat_fun(*ins)
         return core.unzip2(trace.to_primal_tangent(o) for o in outs)
 
