@@ -506,6 +506,11 @@ class Primitive:
     def bind(self, *args, **params):
         return _ctx.trace.process_primitive(self, args, params)
 
+    def get_bind_params(self, params):
+        """The params to bind an equation's primitive with again (JAX's hook for jaxpr
+        interpreters such as equinox's): remat's primitives bind their params as they are."""
+        return dict(params)
+
     def def_impl(self, impl):
         """``impl(*ndarrays, **params)``: NumPy buffers in, buffer(s) out."""
         self.impl = impl
@@ -595,6 +600,14 @@ class JaxprEqn:
         self.primitive = primitive
         self.params = params
         self.source_info = source_info
+
+    @property
+    def effects(self):
+        """JAX's set of the equation's effects: remat marks an effectful primitive
+        (``has_effects``) rather than typing its effects, so the set names the primitive."""
+        if getattr(self.primitive, "has_effects", False):
+            return frozenset({self.primitive.name})
+        return frozenset()
 
     def replace(self, **kwargs):
         fields = {s: getattr(self, s) for s in self.__slots__}

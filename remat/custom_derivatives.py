@@ -265,6 +265,24 @@ custom_jvp_call_p.def_abstract_eval(_call_abstract_eval)
 pe.dce_rules[custom_jvp_call_p] = _call_dce
 
 
+class _WrappedFun:
+    """JAX's ``lu.WrappedFun`` as jaxpr interpreters call it: ``call_wrapped(*args)``."""
+
+    def __init__(self, fun):
+        self.call_wrapped = fun
+
+
+def _custom_jvp_call_bind_params(params):
+    """The params with JAX's ``subfuns``, the function and its JVP (equinox's
+    ``finalise_jaxpr`` inlines the call through them)."""
+    closed = params["call_jaxpr"]
+    fun = _WrappedFun(lambda *args: core.eval_jaxpr(closed.jaxpr, closed.consts, *args))
+    return dict(params, subfuns=(fun, _WrappedFun(params["jvp_jaxpr_fun"])))
+
+
+custom_jvp_call_p.get_bind_params = _custom_jvp_call_bind_params
+
+
 def _custom_jvp_call_jvp(primals, tangents, call_jaxpr, jvp_jaxpr_fun, num_consts):
     primals, tangents = primals[num_consts:], tangents[num_consts:]
     if not getattr(jvp_jaxpr_fun, "symbolic_zeros", False):

@@ -515,3 +515,59 @@ def test_eval_shape_of_an_outer_tracer_inside_ensure_compile_time_eval_matches_j
     ``ensure_compile_time_eval`` (diffrax's ImplicitAdjoint runs it)."""
     np.testing.assert_array_equal(_shape_inside_compile_time_eval(remat),
                                   _shape_inside_compile_time_eval(jax))
+
+
+# --- 11. what equinox's jaxpr interpreters and layers ask of the core ------------------------
+
+
+def _rebind(closed, *args):
+    """A jaxpr interpreter written as equinox's ``finalise_eval_jaxpr``: each equation bound
+    again with ``get_bind_params`` (a custom_jvp call inlined through its ``subfuns``)."""
+    env = dict(zip(closed.jaxpr.constvars, closed.consts))
+    env.update(zip(closed.jaxpr.invars, args))
+    for eqn in closed.jaxpr.eqns:
+        assert isinstance(eqn.primitive, remat.extend.core.Primitive)
+        assert eqn.effects == frozenset()
+        params = eqn.primitive.get_bind_params(eqn.params)
+        ins = [v.val if isinstance(v, remat.core.Literal) else env[v] for v in eqn.invars]
+        if "subfuns" in params:
+            outs = params["subfuns"][0].call_wrapped(*ins)
+        else:
+            outs = eqn.primitive.bind(*ins, **params)
+        env.update(zip(eqn.outvars, outs if eqn.primitive.multiple_results else [outs]))
+    return [env[v] for v in closed.jaxpr.outvars]
+
+
+def test_a_jaxpr_bound_again_through_get_bind_params_gives_its_values():
+    @remat.custom_jvp
+    def softsign(x):
+        return x / (1.0 + jnp.abs(x))
+
+    softsign.defjvp(lambda p, t: (softsign(p[0]), t[0] / (1.0 + jnp.abs(p[0])) ** 2))
+
+    def f(x):
+        return remat.lax.cond(x.sum() > 0, jnp.sin, jnp.cos, softsign(x) * 2.0)
+
+    x = np.array([0.5, -2.0, 3.0], np.float32)
+    closed = remat.make_jaxpr(f)(x)
+    (got,) = _rebind(closed, x)
+    np.testing.assert_allclose(got, f(x), rtol=1e-6)
+    (staged,) = remat.jit(lambda x: _rebind(closed, x))(x)
+    np.testing.assert_allclose(staged, f(x), rtol=1e-6)
+
+
+def test_a_new_primitives_impl_runs_on_traced_values_when_a_library_calls_it():
+    prim = remat.extend.core.Primitive("double_it")
+    prim.def_impl(lambda x: x * 2.0)
+    prim.def_abstract_eval(lambda x: x)
+    x = np.arange(3.0, dtype=np.float32)
+    np.testing.assert_array_equal(remat.jit(prim.impl)(x), 2.0 * x)
+    np.testing.assert_array_equal(remat.jit(prim.bind)(x), 2.0 * x)
+
+
+def test_vmap_passes_an_unmapped_non_array_argument_through():
+    """equinox's adaptive pooling maps a function over arrays with ``jnp.mean`` as an
+    unmapped argument (in_axes None), as JAX allows."""
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    out = remat.vmap(lambda row, op: op(row), in_axes=(0, None))(x, jnp.mean)
+    np.testing.assert_allclose(out, x.mean(axis=1))

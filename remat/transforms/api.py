@@ -574,7 +574,9 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         flat_axes += [0] * (len(flat_args) - len(flat_axes))
         names = arg_names(fun, args, {}) + [
             "kwargs" + keystr(path) for path, _ in tree_flatten_with_path(kwargs)[0]]
-        avals = [core.get_aval(x) for x in flat_args]
+        # an unmapped argument passes through as it is, array or not (equinox's pooling layers
+        # pass ``jnp.mean``), as in JAX
+        avals = [None if ax is None else core.get_aval(x) for x, ax in zip(flat_args, flat_axes)]
         axes = []
         for a, ax in zip(avals, flat_axes):
             if ax is None:

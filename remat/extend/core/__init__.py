@@ -33,7 +33,18 @@ __all__ = ["ClosedJaxpr", "DebugInfo", "DropVar", "Effect", "Effects", "Jaxpr", 
            "unsafe_am_i_under_a_vmap_DO_NOT_USE", "valid_jaxtype"]
 
 
-class Primitive(_core.Primitive):
+class _AnyPrimitive(type):
+    """In JAX every primitive is a ``jax.extend.core.Primitive`` (equinox's jaxpr tools type
+    their arguments so): here remat's own primitives count as ones too."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, _core.Primitive)
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, _core.Primitive)
+
+
+class Primitive(_core.Primitive, metaclass=_AnyPrimitive):
     """A new operation, defined as in JAX: ``def_impl(impl)`` takes a function of *Arrays*
     (it may call ``remat.numpy``/``remat.lax``), where remat's own primitives' impls take
     NumPy buffers; the rules go in ``remat.interpreters.ad`` / ``batching`` registries."""
@@ -42,6 +53,8 @@ class Primitive(_core.Primitive):
         multiple = lambda: self.multiple_results  # noqa: E731 - read when called
 
         def impl_on_buffers(*bufs, **params):
+            if not all(isinstance(b, (np.ndarray, np.generic)) for b in bufs):
+                return impl(*bufs, **params)  # a library calling ``prim.impl`` on its values
             with _core.set_current_trace(_core.eval_trace):
                 out = impl(*(_asarray(b) for b in bufs), **params)
             if multiple():
