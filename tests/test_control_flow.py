@@ -1588,3 +1588,31 @@ def test_transposing_a_whole_staged_scan_runs_its_primal_carries_forward():
     (got,) = ad.backward_pass(closed.jaxpr, list(closed.consts),
                               [ad.UndefinedPrimal(core.get_aval(x))], [ct])
     np.testing.assert_allclose(got, 23.0 * ct, rtol=1e-6)
+
+
+# --- a callback in an untaken branch inside a loop never runs -------------------------------
+
+
+def _raising_callback(x):
+    raise AssertionError("the untaken branch's callback ran")
+
+
+@pytest.mark.parametrize("loop", ["while_loop", "fori_loop", "scan"])
+def test_a_callback_in_an_untaken_branch_of_a_loop_body_never_runs(loop):
+    """equinox's ``error_if`` raises from a pure_callback in a cond branch; the loop kernels
+    once hoisted that loop-invariant callback out of its branch and ran it every time."""
+    def check(x, bad):
+        fail = lambda: remat.pure_callback(_raising_callback, remat.ShapeDtypeStruct((), np.int32),
+                                           np.int32(0))
+        return x * 1.5 + lax.cond(bad, fail, lambda: np.int32(0)).astype(np.float32)
+
+    def run(x):
+        if loop == "while_loop":
+            return lax.while_loop(lambda c: c[0] < 3,
+                                  lambda c: (c[0] + 1, check(c[1], c[0] < 0)), (0, x))[1]
+        if loop == "fori_loop":
+            return lax.fori_loop(0, 3, lambda i, x: check(x, i < 0), x)
+        return lax.scan(lambda x, i: (check(x, i < 0), None), x, np.arange(3))[0]
+
+    assert float(remat.jit(run)(np.float32(1.0))) == 1.5 ** 3
+    assert float(remat.jvp(run, (np.float32(1.0),), (np.float32(1.0),))[1]) == 1.5 ** 3

@@ -46,11 +46,13 @@ def nested(body, v, src):
 
 class HoistedInvariants(Rewrite):
     """Loop-invariant work is written once, before the loop: an equation (no control flow, no
-    effect) whose operands are all literals or loop-invariant values."""
+    effect, no user code: hoisted work runs even where its branch or loop would not) whose
+    operands are all literals or loop-invariant values."""
 
     def write(self, eqn, rule):
         body, kernel = self.body, self.body.kernel
-        if eqn.primitive.name in kernel.control_flow or pe.has_effects(eqn) or not all(
+        if eqn.primitive.name in kernel.control_flow or pe.has_effects(eqn) or getattr(
+                eqn.primitive, "runs_user_code", False) or not all(
                 type(v) is Literal or body.env[v] in kernel.invariant for v in eqn.invars):
             return False
         kernel.hoist(rule, eqn, [body.read(v) for v in eqn.invars], body.env)

@@ -385,6 +385,14 @@ def transpose_traced_whole(closed, cts_out):
     return backward_pass(linear.jaxpr, list(linear.consts), args, cts_out)[num_res:]
 
 
+def _as_array(x, aval):
+    """A residual as a rule is given it in JAX, an Array (with its ``aval``), not a NumPy
+    buffer or scalar (a literal, a const): equinox's rules read ``x.aval``."""
+    if type(x) is np.ndarray or isinstance(x, np.generic):
+        return core.make_array(x, aval)
+    return x
+
+
 def _transpose_eqn(eqn, linear_vars, read, ct_env):
     cts = [ct_env.pop(v, None) for v in eqn.outvars]
     if eqn.primitive.multiple_results:
@@ -401,7 +409,7 @@ def _transpose_eqn(eqn, linear_vars, read, ct_env):
         raise NotImplementedError(f"Transpose rule (for reverse-mode differentiation) for "
                                   f"'{eqn.primitive.name}' not implemented")
     args = [UndefinedPrimal(v.aval) if type(v) is not core.Literal and v in linear_vars
-            else read(v) for v in eqn.invars]
+            else _as_array(read(v), v.aval) for v in eqn.invars]
     cts_in = rule(cts, *args, **eqn.params)
     for v, a, ct in zip(eqn.invars, args, cts_in):
         if is_undefined_primal(a) and ct is not None and type(ct) is not Zero:

@@ -102,6 +102,9 @@ def _check_args(name, flat_args):
 
 pure_callback_p = Primitive("pure_callback")
 pure_callback_p.multiple_results = True
+# Pure, so it may be merged or dropped when unused, but it runs the user's Python, which may
+# raise (equinox's error_if raises from one in a cond branch): never run it speculatively.
+pure_callback_p.runs_user_code = True
 
 
 def _pure_callback_impl(*args, callback, result_avals, sharding, vmap_method):
