@@ -432,11 +432,14 @@ def _data_equal(a, b):
 
 
 def _hashable(data):
+    """Aux data as a treedef's hash takes it: unhashable data (a dict among a module's static
+    fields) adds nothing, as in JAX, so that treedefs that compare equal hash equal (an id
+    here made jit retrace on every equal-but-new static argument)."""
     try:
         hash(data)
         return data
     except TypeError:
-        return id(data)
+        return None
 
 
 _LEAF = PyTreeDef(None, None, ())

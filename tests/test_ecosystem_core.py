@@ -4,6 +4,7 @@ registry and ``PartialVal``; ``vmap`` of arguments with ``None`` subtrees; ``Sha
 with a sharding and as a dtype source; Python ints checked against the dtype asked for; and
 ``remat.interpreters.mlir`` reachable from the package."""
 
+import functools
 import os
 import subprocess
 import sys
@@ -571,3 +572,45 @@ def test_vmap_passes_an_unmapped_non_array_argument_through():
     x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
     out = remat.vmap(lambda row, op: op(row), in_axes=(0, None))(x, jnp.mean)
     np.testing.assert_allclose(out, x.mean(axis=1))
+
+
+def test_a_jitted_float0_cotangent_is_a_numpy_array_as_in_jax():
+    """equinox's ``tree_equal`` compares gradients with ``==``: for an integer input's float0
+    cotangent that works on NumPy arrays (what JAX returns), not on a remat Array."""
+    def grads(lib):
+        return lib.jit(lambda x, n: lib.vjp(lambda x, n: x * n, x, n)[1](1.0))(2.0, 3)
+
+    (_, got), (_, want) = grads(remat), grads(jax)
+    assert isinstance(got, np.ndarray) and isinstance(want, np.ndarray)
+    assert got.dtype == want.dtype and bool(np.all(got == got))
+
+
+def test_equal_treedefs_with_unhashable_aux_data_hash_equal_and_jit_does_not_retrace():
+    """equinox's filter_jit passes a fresh, equal treedef as a static argument on each call;
+    a module's static fields (a dict of kwargs) make its aux data unhashable."""
+    @remat.tree_util.register_pytree_node_class
+    class WithKwargs:
+        def __init__(self, x, kwargs):
+            self.x, self.kwargs = x, kwargs
+
+        def tree_flatten(self):
+            return (self.x,), self.kwargs
+
+        @classmethod
+        def tree_unflatten(cls, kwargs, children):
+            return cls(children[0], kwargs)
+
+    def treedef():
+        return remat.tree_util.tree_structure(WithKwargs(1.0, {"has_aux": False}))
+
+    assert treedef() == treedef() and hash(treedef()) == hash(treedef())
+    traces = []
+
+    @functools.partial(remat.jit, static_argnums=1)
+    def f(x, structure):
+        traces.append(structure)
+        return x + 1.0
+
+    f(1.0, treedef())
+    f(2.0, treedef())
+    assert len(traces) == 1
