@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from remat.core import Literal
+from remat.exec.loop_constants import transposed_constants
 from remat.exec.loop_rewrites import nested
 from remat.exec.native_rules import EXPRESSIONS, NATIVE_DTYPES, rules, shape_src
 from remat.exec.passes import inline_calls
@@ -166,8 +167,13 @@ class KernelWriter:
         if p["jaxpr"].consts:
             raise Unsupported("a scan body with constants")
         k, c = p["num_consts"], p["num_carry"]
-        carry, ys = self.loop(p["jaxpr"].jaxpr, ins[:k], ins[k:k + c], ins[k + c:], p["length"],
-                              p["reverse"])
+        # the body reads transposed loop constants as contiguous copies, as a scan run as a
+        # step does (``loops.donating_scan``): the same layouts, so the same sums, bit for bit
+        body, sources = transposed_constants(p["jaxpr"], k)
+        copies = [self.bind(f"np.ascontiguousarray(np.transpose({ins[i]}, {shape_src(perm)}))")
+                  for i, perm in sources]
+        carry, ys = self.loop(body.jaxpr, copies + ins[:k], ins[k:k + c], ins[k + c:],
+                              p["length"], p["reverse"])
         return carry + ys
 
     def _while(self, eqn, ins):
