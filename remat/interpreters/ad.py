@@ -220,9 +220,10 @@ def _symbolic_float0(tangent):
     """A tangent of an integer or boolean value (dtype float0) is zero whatever it holds: as in
     JAX, it becomes the symbolic ``Zero``, so rules never see it (equinox's ``unvmap_max`` has
     none) and it is never staged."""
-    if type(tangent) is not Zero and core.get_aval(tangent).dtype == dtypes.float0:
-        return Zero(core.get_aval(tangent))
-    return tangent
+    if type(tangent) is Zero:
+        return tangent
+    aval = core.get_aval(tangent)
+    return Zero(aval) if aval.dtype == dtypes.float0 else tangent
 
 
 # --- forward mode on flat functions and on jaxprs --------------------------------------------
@@ -385,7 +386,7 @@ def transpose_traced_whole(closed, cts_out):
     return backward_pass(linear.jaxpr, list(linear.consts), args, cts_out)[num_res:]
 
 
-def _as_array(x, aval):
+def _residual_as_array(x, aval):
     """A residual as a rule is given it in JAX, an Array (with its ``aval``), not a NumPy
     buffer or scalar (a literal, a const): equinox's rules read ``x.aval``."""
     if type(x) is np.ndarray or isinstance(x, np.generic):
@@ -409,7 +410,7 @@ def _transpose_eqn(eqn, linear_vars, read, ct_env):
         raise NotImplementedError(f"Transpose rule (for reverse-mode differentiation) for "
                                   f"'{eqn.primitive.name}' not implemented")
     args = [UndefinedPrimal(v.aval) if type(v) is not core.Literal and v in linear_vars
-            else _as_array(read(v), v.aval) for v in eqn.invars]
+            else _residual_as_array(read(v), v.aval) for v in eqn.invars]
     cts_in = rule(cts, *args, **eqn.params)
     for v, a, ct in zip(eqn.invars, args, cts_in):
         if is_undefined_primal(a) and ct is not None and type(ct) is not Zero:

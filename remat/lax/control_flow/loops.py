@@ -212,12 +212,11 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
     linear = [ad.is_undefined_primal(x) for x in args]
     if not all(linear[num_consts:num_consts + num_carry]) and not all(
             _unknown_carries(jaxpr, num_consts, num_carry, linear)):
-        return _transpose_primal_carries(cts, args, dict(
+        return _transpose_primal_carries(cts, args, linear, dict(
             jaxpr=jaxpr, num_consts=num_consts, num_carry=num_carry, length=length,
             reverse=reverse, unroll=unroll))
     consts, carry, xs = _scan_split(args, num_consts, num_carry)
-    const_lin = [ad.is_undefined_primal(x) for x in consts]
-    xs_lin = [ad.is_undefined_primal(x) for x in xs]
+    const_lin, _, xs_lin = _scan_split(linear, num_consts, num_carry)
     # Every carry is treated as linear; a known carry init (e.g. an instantiated zero tangent)
     # simply receives no cotangent.
     ct_carry = [ad.instantiate_zeros(c) for c in cts[:num_carry]]
@@ -267,12 +266,11 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
     return result
 
 
-def _transpose_primal_carries(cts, args, params):
+def _transpose_primal_carries(cts, args, linear, params):
     """Transposes a scan that carries primal values beside its linear ones (a counter, or the
     schedule of a checkpointed loop's reverse sweep, in a linear function traced whole): the
     primal part runs forward now, as partial evaluation would have run it, and the linear scan
     it leaves, whose carries are all linear, is transposed."""
-    linear = [ad.is_undefined_primal(x) for x in args]
     pvals = [pe.PartialVal.unknown(x.aval) if lin else pe.PartialVal.known(x)
              for x, lin in zip(args, linear)]
     jaxpr, out_pvals, consts = pe.trace_to_jaxpr_nounits(
