@@ -309,14 +309,19 @@ def _custom_jvp_call_batch(vals, dims, call_jaxpr, jvp_jaxpr_fun, num_consts):
     axis_name = batching.rule_axis_name()  # (the rule runs later, outside this one)
 
     def batched_jvp(primals, tangents):
+        zero_tangents = []  # which output tangents the rule gave as symbolic zeros
+
         def flat(*pt):
             outs, t_outs = jvp_jaxpr_fun(list(pt[:len(primals)]), list(pt[len(primals):]))
-            return list(outs) + list(t_outs)
+            zero_tangents[:] = [type(t) is ad.Zero for t in t_outs]
+            return list(outs) + [t for t in t_outs if type(t) is not ad.Zero]
 
         outs, out_dims = batching.batch_flat(flat, size, list(primals) + list(tangents),
                                              primal_dims + primal_dims, axis_name)
         outs = [batching.bdim_at_front(o, d, size) for o, d in zip(outs, out_dims)]
-        return outs[:n_out], outs[n_out:]
+        outs, nonzero_tangents = outs[:n_out], iter(outs[n_out:])
+        return outs, [ad.Zero.from_primal_value(o) if zero else next(nonzero_tangents)
+                      for o, zero in zip(outs, zero_tangents)]
 
     batched_jvp.__name__ = f"vmap({getattr(jvp_jaxpr_fun, '__name__', 'jvp')})"
     outs = custom_jvp_call_p.bind(*vals, call_jaxpr=b_call, jvp_jaxpr_fun=batched_jvp,

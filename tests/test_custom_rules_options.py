@@ -108,6 +108,38 @@ def test_custom_jvp_symbolic_zeros():
                                np.ones(3))
 
 
+def test_a_symbolic_zero_output_tangent_of_a_batched_custom_jvp():
+    """A rule's ``SymbolicZero`` output tangent, from a call batched before it is
+    differentiated (``grad`` of a ``vmap``, diffrax's ``test_against``), stays a symbolic zero
+    of the batched value instead of reaching the batched trace as a value."""
+
+    @remat.custom_jvp
+    def f(x, n):
+        return jnp.sin(x), n + 1.0
+
+    def f_jvp(primals, tangents):
+        (x, n), (tx, _) = primals, tangents
+        tx = tx.instantiate() if isinstance(tx, SymbolicZero) else tx
+        return f(x, n), (jnp.cos(x) * tx, SymbolicZero(remat.core.get_aval(n)))
+
+    f.defjvp(f_jvp, symbolic_zeros=True)
+
+    def g(x, n):
+        a, b = f(x, n)
+        return a * b
+
+    xs, ns = jnp.arange(3.0), jnp.ones(3)
+    expected = 2 * np.cos(np.arange(3.0, dtype=np.float32))
+    np.testing.assert_allclose(remat.grad(lambda xs: remat.vmap(g)(xs, ns).sum())(xs),
+                               expected, rtol=1e-6)
+
+    def looped(xs):
+        return remat.lax.scan(lambda c, _: (c + remat.vmap(g)(xs, ns).sum(), None), 0.0,
+                              None, length=2)[0]
+
+    np.testing.assert_allclose(remat.jit(remat.grad(looped))(xs), 2 * expected, rtol=1e-6)
+
+
 def test_zero_helpers():
     z = zero_from_primal({"a": jnp.ones(3)}, symbolic_zeros=True)
     assert isinstance(z["a"], SymbolicZero) and z["a"].shape == (3,)

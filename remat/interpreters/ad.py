@@ -207,7 +207,8 @@ class JVPTrace(Trace):
             raise NotImplementedError(
                 f"Differentiation rule for '{primitive.name}' not implemented")
         with core.set_current_trace(self.parent):
-            primal_out, tangent_out = rule(primals, tangents, **params)
+            # tuples, as JAX hands them (a rule may use them as a vmap in_axes prefix)
+            primal_out, tangent_out = rule(tuple(primals), tuple(tangents), **params)
         if primitive.multiple_results:
             return [self.make_tracer(p, t) for p, t in zip(primal_out, tangent_out)]
         return self.make_tracer(primal_out, tangent_out)

@@ -98,7 +98,9 @@ class BatchTrace(Trace):
         _rule_axes.append((self.axis_name, self.axis_size))
         try:
             with core.set_current_trace(self.parent):
-                out, out_dim = rule(vals, dims, **params)
+                # tuples, as JAX's unzip2 gives them: a rule may use them as a vmap in_axes
+                # prefix of its operands (equinox's vprim)
+                out, out_dim = rule(tuple(vals), tuple(dims), **params)
         finally:
             _rule_axes.pop()
         if primitive.multiple_results:
