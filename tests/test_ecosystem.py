@@ -336,7 +336,7 @@ def test_checkify_with_grad_vmap_and_check_error():
 
 def _cube_primitive():
     """A new primitive defined as in JAX's docs: impl on Arrays, abstract eval, JVP,
-    batching, and a lowering (recorded, unused)."""
+    batching, and a lowering as a function (what ``jit`` runs for it)."""
     cube_p = Primitive("test_cube")
     cube_p.def_impl(lambda x: jnp.multiply(x, jnp.multiply(x, x)))
     cube_p.def_abstract_eval(lambda aval: aval)
@@ -359,6 +359,56 @@ def test_extend_primitive_through_transformations():
     check_grads(lambda x: cube_p.bind(x), (x,), order=1, modes=("fwd",))
     jaxpr = remat.make_jaxpr(cube_p.bind)(x)
     assert isinstance(jaxpr, ClosedJaxpr) and jaxpr.eqns[0].primitive is cube_p
+
+
+def _counted_primitive(name, lowered):
+    """A primitive whose impl counts its calls, lowered as the function ``lowered``."""
+    calls = []
+    prim = Primitive(name)
+    prim.def_impl(lambda x, *, k: calls.append(1) or jnp.sin(x) * k)
+    prim.def_abstract_eval(lambda aval, *, k: aval)
+    ad.primitive_jvps[prim] = lambda primals, tangents, *, k: (
+        prim.bind(primals[0], k=k), jnp.cos(primals[0]) * k * tangents[0])
+    batching.primitive_batchers[prim] = lambda vals, dims, *, k: (prim.bind(vals[0], k=k),
+                                                                 dims[0])
+    mlir.register_lowering(prim, mlir.lower_fun(lowered, multiple_results=False))
+    return prim, calls
+
+
+def test_a_primitive_lowered_as_a_function_runs_that_function_under_jit():
+    """As XLA does, a ``jit`` plan runs a ``lower_fun`` lowering's trace in place of the
+    primitive (equinox's primitives in diffrax's solver loops cost their impl's dispatch on
+    every step otherwise); eagerly the impl runs. Values agree either way."""
+    prim, calls = _counted_primitive("test_sin_k", lambda x, *, k: jnp.sin(x) * k)
+    x = jnp.linspace(0.1, 1.0, 4)
+
+    def loop(x):
+        return lax.fori_loop(0, 20, lambda i, c: prim.bind(c, k=0.9), x)
+
+    np.testing.assert_allclose(prim.bind(x, k=0.9), np.sin(np.asarray(x)) * 0.9, rtol=1e-6)
+    assert len(calls) == 1  # eagerly, the impl
+    expected = np.asarray(x)
+    for _ in range(20):
+        expected = np.sin(expected) * np.float32(0.9)
+    np.testing.assert_allclose(loop(x), expected, rtol=1e-5)  # a loop runs as a plan
+    np.testing.assert_allclose(remat.jit(loop)(x), expected, rtol=1e-5)
+    np.testing.assert_allclose(remat.jit(remat.vmap(loop))(x[:, None]), expected[:, None],
+                               rtol=1e-5)
+    g = remat.jit(remat.grad(lambda x: loop(x).sum()))(x)
+    fd = (np.asarray(loop(x + 1e-3)) - np.asarray(loop(x - 1e-3))) / 2e-3
+    np.testing.assert_allclose(g, fd, rtol=1e-2)
+    assert len(calls) == 1
+
+
+def test_a_lowering_whose_trace_holds_constants_leaves_the_impl_to_run():
+    """A lowering that traces to a jaxpr with constants is not inlined; the impl runs."""
+    table = np.linspace(1.0, 2.0, 4).astype(np.float32)
+    prim, calls = _counted_primitive(
+        "test_sin_table", lambda x, *, k: jnp.sin(x) * k * jnp.asarray(table) / table)
+    x = jnp.linspace(0.1, 1.0, 4)
+    out = remat.jit(lambda x: prim.bind(x, k=2.0))(x)
+    np.testing.assert_allclose(out, np.sin(np.asarray(x)) * 2.0, rtol=1e-6)
+    assert len(calls) == 1
 
 
 def test_extend_core_helpers():

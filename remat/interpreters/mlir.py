@@ -1,11 +1,18 @@
 """``remat.interpreters.mlir``: JAX's registration points for XLA lowerings, for libraries that
 define primitives (equinox, lineax register a lowering for each).
 
-remat compiles no MLIR/XLA: a primitive runs by its ``impl`` (eagerly and in ``jit`` plans).
-So a lowering registered here is recorded (``lowerings``) and never used, and ``lower_fun``
-returns a rule object that remembers the function it lowers.  A library primitive whose
-``impl`` is defined runs the same with or without its lowering.
+remat compiles no MLIR/XLA. A lowering registered here is recorded (``lowerings``); one made by
+``lower_fun(fun)`` tells remat what JAX's ``jit`` runs for the primitive: ``fun`` traced on the
+operands' types. So a ``jit`` plan (and a loop body in it) inlines that trace in place of the
+equation, as XLA does, where the equation would otherwise call the primitive's ``impl`` of
+Arrays on every run: equinox's primitives then cost what their few operations cost, and the
+native loop tier can compile the loops holding them. Eagerly, the primitive runs its
+``impl``, as in JAX.
 """
+
+from remat import tree_util
+from remat.interpreters import partial_eval as pe
+from remat.runtime import registry
 
 __all__ = ["LoweringRule", "lower_fun", "lowerings", "register_constant_handler",
            "register_lowering"]
@@ -35,6 +42,25 @@ def register_lowering(prim, rule, platform=None, inline=True, cacheable=True):
     if not callable(rule):
         raise TypeError(f"register_lowering expects a callable rule, got {rule!r}")
     lowerings.setdefault(prim, {})[platform] = rule
+    if isinstance(rule, LoweringRule) and platform in (None, "cpu"):
+        registry.inline_rules[prim] = _inline_lowered
+
+
+def _inline_lowered(eqn):
+    """``eqn``'s primitive as the function its lowering traces, or None (its ``impl`` runs)
+    where that trace gives other types or holds constants."""
+    rules = lowerings[eqn.primitive]
+    rule = rules.get("cpu", rules.get(None))
+    in_avals = [v.aval for v in eqn.invars]
+
+    def flat_fun(*args):
+        outs = rule.fun(*args, **eqn.params)
+        return tree_util.tree_leaves(outs) if eqn.primitive.multiple_results else [outs]
+
+    closed = pe.trace_to_jaxpr(flat_fun, in_avals)
+    if closed.consts or [v.aval for v in closed.jaxpr.outvars] != [v.aval for v in eqn.outvars]:
+        return None
+    return closed, None
 
 
 def lower_fun(fun, multiple_results=True):
