@@ -24,6 +24,7 @@ import remat.numpy as jnp
 import remat.random as random
 from remat import lax
 from remat.config import config
+from remat.random import kernels
 from remat.test_util import check_grads
 
 _DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -240,6 +241,27 @@ def test_fma_is_correctly_rounded(dtype, rng):
         np.testing.assert_array_equal(out, _exact_fma(a, b, c, dtype))
         plain = (a * b + c).astype(dtype)
         assert (plain != out).any()  # the cases do exercise the single rounding
+
+
+def test_float64_fma_of_a_few_elements_is_correctly_rounded_too(rng):
+    """float64 FMAs of fewer than 32 elements run element by element on Python floats
+    (``_fma_wide_elements``): the same bits as the array path, specials included."""
+    with config.override("jax_enable_x64", True):
+        a, b, c = _fma_cases(np.float64, 400, rng)
+        for lo in range(0, 400, 20):
+            part = slice(lo, lo + 20)
+            out = np.asarray(random.fma_p.bind(a[part], b[part], c[part]))
+            np.testing.assert_array_equal(out, _exact_fma(a[part], b[part], c[part],
+                                                          np.float64))
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e308, -1e308, 5e-324, 1.0, 3.0,
+                         2.0**-1022, 1 + 2.0**-52])
+    a, b, c = (rng.choice(specials, 3000) for _ in range(3))
+    with np.errstate(all="ignore"):
+        wide = kernels._fma_wide(a, b, c)
+        for lo in range(0, 3000, 30):
+            few = kernels._fma_wide_elements(a[lo:lo + 30], b[lo:lo + 30], c[lo:lo + 30])
+            np.testing.assert_array_equal(few, wide[lo:lo + 30])
+            np.testing.assert_array_equal(np.signbit(few), np.signbit(wide[lo:lo + 30]))
 
 
 @pytest.mark.parametrize("dtype,a,b,c,expected", [

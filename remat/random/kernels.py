@@ -9,7 +9,9 @@ the last bit: ``fma`` (the exactly rounded ``a * b + c``), ``xla_log``, ``xla_lo
 batching rule.
 """
 
+import itertools
 import math
+import struct
 
 import numpy as np
 
@@ -117,11 +119,47 @@ def _fma_wide(a, b, c):
     return z if ok.all() else np.where(ok, z, a * b + c)
 
 
+def _fma_wide_elements(a, b, c):
+    """``_fma_wide`` element by element on Python floats: the same IEEE operations, so the same
+    bits, without its two dozen NumPy calls, which cost far more than the arithmetic on the
+    few elements a random draw's kernels mostly see (diffrax's Brownian tree: two)."""
+    shapes = (np.shape(a), np.shape(b), np.shape(c))
+    shape = max(shapes, key=len)
+    if any(s and s != shape for s in shapes):
+        shape = np.broadcast_shapes(*shapes)
+    out = []
+    for x, y, z in zip(*(_elements(v, shape) for v in (a, b, c))):
+        uh, ul = _two_prod(x, y)
+        th, tl = _two_sum(z, uh)
+        s, e = _two_sum(tl, ul)
+        if e != 0 and math.isfinite(s) and math.isfinite(e) and \
+                not _INT64.unpack(_FLOAT64.pack(s))[0] & 1:
+            s = math.nextafter(s, math.inf if e > 0 else -math.inf)
+        r = th + s
+        ok = math.isfinite(r) and math.isfinite(ul) and math.isfinite(tl)
+        out.append(r if ok else x * y + z)
+    return np.array(out, np.float64).reshape(shape)
+
+
+def _elements(v, shape):
+    """The Python floats of ``v`` broadcast to ``shape``, flattened (lazily for a scalar)."""
+    if np.ndim(v) == 0:
+        return itertools.repeat(float(v))
+    return (v if np.shape(v) == shape else np.broadcast_to(v, shape)).ravel().tolist()
+
+
+_FLOAT64, _INT64 = struct.Struct("<d"), struct.Struct("<q")
+_FEW_ELEMENTS = 32  # below this many, the element loop is the faster float64 FMA
+
+
 def _fma_kernel(a, b, c):
     """The correctly rounded ``a * b + c`` (NumPy has no FMA), for operands of one float
     dtype of which at least one is an array of the full, non-scalar shape (the kernels)."""
-    return _fma_narrow(a, b, c) if np.result_type(a, b, c).itemsize < 8 else \
-        _fma_wide(a, b, c)
+    if np.result_type(a, b, c).itemsize < 8:
+        return _fma_narrow(a, b, c)
+    if max(np.size(a), np.size(b), np.size(c)) < _FEW_ELEMENTS:
+        return _fma_wide_elements(a, b, c)
+    return _fma_wide(a, b, c)
 
 
 def _fma_np(a, b, c):
