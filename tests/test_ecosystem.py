@@ -400,6 +400,33 @@ def test_a_primitive_lowered_as_a_function_runs_that_function_under_jit():
     assert len(calls) == 1
 
 
+def test_rules_receive_tuples_a_vmap_in_axes_prefix_of_their_operands():
+    """As JAX's ``unzip2`` gives them, JVP and batching rules receive tuples. equinox's vprim
+    vmaps its impl and JVP with ``in_axes=(batch_dims, tangent_dims)`` over
+    ``(primals, tangents)``: a list where the operands are a tuple is no tree prefix."""
+    prim = Primitive("test_vprim_like")
+    prim.def_impl(lambda x: jnp.sin(x))
+    prim.def_abstract_eval(lambda aval: aval)
+    seen = []
+
+    def jvp(primals, tangents):
+        seen.append((type(primals), type(tangents)))
+        return remat.vmap(lambda p, t: (jnp.sin(p[0]), jnp.cos(p[0]) * t[0]),
+                          in_axes=((0,), (0,)))(primals, tangents)
+
+    def batch(vals, dims):
+        seen.append((type(vals), type(dims)))
+        return remat.vmap(lambda v: jnp.sin(v[0]), in_axes=(tuple(dims),))(vals), 0
+
+    ad.primitive_jvps[prim] = jvp
+    batching.primitive_batchers[prim] = batch
+    x = jnp.linspace(0.1, 1.0, 3)
+    np.testing.assert_allclose(remat.vmap(prim.bind)(x), np.sin(np.asarray(x)), rtol=1e-6)
+    _, t = remat.jvp(prim.bind, (x,), (jnp.ones(3),))
+    np.testing.assert_allclose(t, np.cos(np.asarray(x)), rtol=1e-6)
+    assert set(seen) == {(tuple, tuple)}
+
+
 def test_a_lowering_whose_trace_holds_constants_leaves_the_impl_to_run():
     """A lowering that traces to a jaxpr with constants is not inlined; the impl runs."""
     table = np.linspace(1.0, 2.0, 4).astype(np.float32)
