@@ -153,22 +153,39 @@ VIEWS_OF_UPDATED = {
 }
 
 
+# The updates the executor writes into their operand (``registry.update_impls``), each as
+# ``update(b, v, i)``: ``b`` with ``v`` (shape (1,)) put at row ``i``, and as NumPy computes it.
+UPDATES = {
+    "dynamic_update_slice": lambda b, v, i: lax.dynamic_update_slice(b, v, (i,)),
+    "scatter": lambda b, v, i: b.at[i].set(v[0]),
+    "scatter_add": lambda b, v, i: b.at[jnp.stack([i, i])].add(v[0] * 0.5),
+}
+
+
+def updated(name, b, v, i):
+    b = np.array(b)
+    b[i] = b[i] + v[0] if name == "scatter_add" else v[0]
+    return b
+
+
+@pytest.mark.parametrize("update", sorted(UPDATES))
 @pytest.mark.parametrize("name", sorted(VIEWS_OF_UPDATED))
-def test_an_update_never_writes_into_a_buffer_a_view_still_reads(name):
-    """``dynamic_update_slice`` writes into its operand where the operand dies there, but not
-    while a view of it is read afterwards."""
+def test_an_update_never_writes_into_a_buffer_a_view_still_reads(name, update):
+    """An update writes into its operand where the operand dies there, but not while a view
+    of it is read afterwards."""
     def fun(x):
         y = x * 2.0
         view = VIEWS_OF_UPDATED[name](y)
-        return lax.dynamic_update_slice(y, jnp.zeros(2, np.float32), (1,)), view * 1.0
+        return UPDATES[update](y, jnp.full(1, 10.0, np.float32), 1), view * 1.0
 
     z, view = remat.jit(fun)(np.array(X))
-    np.testing.assert_array_equal(z, [2.0, 0.0, 0.0, 8.0])
+    np.testing.assert_array_equal(z, updated(update, X * 2, [10.0], 1))
     np.testing.assert_array_equal(view, VIEWS_OF_UPDATED[name](jnp.asarray(X * 2)))
 
 
+@pytest.mark.parametrize("update", sorted(UPDATES))
 @pytest.mark.parametrize("kernels", ["plans", "python", "native"])
-def test_a_carry_updated_in_place_keeps_what_its_step_read(kernels, request):
+def test_a_carry_updated_in_place_keeps_what_its_step_read(kernels, update, request):
     """A scan body reads its carry, then updates it (the update written in place): what it
     read (as ys, and into the other carry) is the value before the update, in the plans and
     in both loop-kernel tiers."""
@@ -181,43 +198,48 @@ def test_a_carry_updated_in_place_keeps_what_its_step_read(kernels, request):
         def body(c, i):
             b, total = c
             seen = lax.dynamic_index_in_dim(b, i, 0, keepdims=False)
-            return (lax.dynamic_update_index_in_dim(b, -seen * 2.0, i, 0), total + b[0]), seen
+            return (UPDATES[update](b, -seen[None] * 2.0, i), total + b[0]), seen
         return lax.scan(body, (buf * 1.0, np.float32(0)), np.arange(4, dtype=np.int32))
 
     x = np.array(X)
     with interpreted() if kernels == "plans" else contextlib.nullcontext():
         (b, total), seen = remat.jit(run)(x)
-    np.testing.assert_array_equal(b, -2 * X)
-    np.testing.assert_array_equal(total, X[0] - 6 * X[0])  # b[0] before and after step 0
+    want_b = X.copy()
+    for i in range(4):
+        want_b = updated(update, want_b, -want_b[i:i + 1] * 2, i)
+    np.testing.assert_array_equal(b, want_b)
+    np.testing.assert_array_equal(total, X[0] + 3 * want_b[0])  # b[0] before step 0, then after
     np.testing.assert_array_equal(seen, X)
     np.testing.assert_array_equal(x, X)
 
 
+@pytest.mark.parametrize("update", sorted(UPDATES))
 @pytest.mark.parametrize("init", ["computed", "zeros"])
 @pytest.mark.parametrize("size", [1000, 100_000], ids=["kernel", "plans"])
 @pytest.mark.parametrize("loop", ["scan", "while"])
-def test_a_carry_updated_in_place_is_never_copied(loop, size, init):
-    """A loop whose carry is updated by ``dynamic_update_slice`` at every step holds it once:
-    a carry computed in the caller and dying at the loop is written in place, a broadcast
-    zero copied once (a loop kernel's copy made before its loop, accounted at its modelled
-    iteration peak)."""
+def test_a_carry_updated_in_place_is_never_copied(loop, size, init, update):
+    """A loop whose carry is updated at every step (``dynamic_update_slice``, or a scatter as
+    ``.at[i].set`` and ``.at[i].add`` write it) holds it once: a carry computed in the caller
+    and dying at the loop is written in place, a broadcast zero copied once (a loop kernel's
+    copy made before its loop, accounted at its modelled iteration peak)."""
     from remat.memory import peak_memory
 
     one = jnp.ones(1, np.float32)
+    put = UPDATES[update]
 
     def run(x):
         b = x * 2.0 if init == "computed" else jnp.zeros(size, np.float32)
         if loop == "scan":
-            return lax.scan(lambda b, i: (lax.dynamic_update_slice(b, one * 3.0, (i,)), None),
+            return lax.scan(lambda b, i: (put(b, one * 3.0, i), None),
                             b, np.arange(10, dtype=np.int32))[0]
-        return lax.while_loop(
-            lambda s: s[0] < 10,
-            lambda s: (s[0] + 1, lax.dynamic_update_slice(s[1], one * 3.0, (s[0],))), (0, b))[1]
+        return lax.while_loop(lambda s: s[0] < 10,
+                              lambda s: (s[0] + 1, put(s[1], one * 3.0, s[0])), (0, b))[1]
 
     x = np.ones(size, np.float32)
     fun = remat.jit(run)
     out = fun(x)
     want = x * 2.0 if init == "computed" else np.zeros(size, np.float32)
-    want[:10] = 3.0
+    for i in range(10):
+        want = updated(update, want, [3.0], i)
     np.testing.assert_array_equal(out, want)
     assert peak_memory(fun, x) <= x.nbytes + 1024

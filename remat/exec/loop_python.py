@@ -14,7 +14,7 @@ from remat.exec.loop_rewrites import (
 )
 from remat.exec.loop_writer import KernelWriter
 from remat.exec.native_rules import EXACT_RULES
-from remat.runtime.registry import elementwise_impls, source_forms
+from remat.runtime.registry import elementwise_impls, source_forms, update_impls
 
 
 class PythonKernel(KernelWriter):
@@ -54,6 +54,16 @@ class PythonKernel(KernelWriter):
             return None
         return entry[1] if list(dtypes[-entry[1].nout:]) == [v.aval.dtype for v in
                                                             eqn.outvars] else None
+
+    def write_into(self, eqn, ins, target):
+        if eqn.primitive.name == "dynamic_update_slice":
+            return super().write_into(eqn, ins, target)
+        into = self.name_object("f", update_impls[eqn.primitive][1])
+        args = [f"np.asarray({x})" if not v.aval.shape else x
+                for x, v in zip(ins[1:], eqn.invars[1:])]
+        if eqn.params:
+            args.append(f"**{self.name_object('p', eqn.params)}")
+        self.line(f"{into}({target}, {', '.join(args)})")
 
     def call_impl(self, eqn, ins):
         """The primitive's own impl (or its ufunc), as the plans run it, so a kernel's results

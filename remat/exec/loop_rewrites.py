@@ -12,7 +12,7 @@ Every rewrite gives the same values, bit for bit, as writing each equation by it
 import numpy as np
 
 from remat.core import Literal
-from remat.exec.native_rules import rules, write_update
+from remat.exec.native_rules import rules
 from remat.exec.steps import IDENTITIES, updated_carries
 from remat.interpreters import partial_eval as pe
 
@@ -101,7 +101,7 @@ class UpdatedCarries(Rewrite):
         carry = body.env[body.jaxpr.invars[position]]
         if position not in kernel.donated:
             kernel.preamble.append(f"    {carry} = {carry}.copy()")
-        write_update(kernel, eqn, [body.read(v) for v in eqn.invars], carry)
+        kernel.write_into(eqn, [body.read(v) for v in eqn.invars], carry)
         body.env[eqn.outvars[0]] = carry
         return True
 

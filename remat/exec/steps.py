@@ -52,7 +52,7 @@ class Step:
             if self.update is None:
                 parallel.ufunc_into(self.ufunc, ins, buf)
             else:
-                self.update[1](buf, *ins[1:])
+                self.update[1](buf, *ins[1:], **self.params)
             env[donor] = None  # ownership (and accounting) moves to the output slot
             owned.discard(donor)
             owned.add(self.outs[0])

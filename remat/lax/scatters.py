@@ -37,6 +37,7 @@ from remat.lax.gathers import gather_p
 from remat.lax.reductions import reduce_max
 from remat.lax.shape import broadcast_in_dim, full, full_like, iota, reshape
 from remat.lax.standard import standard_primitive
+from remat.runtime import registry
 
 __all__ = [
     "scatter",
@@ -137,27 +138,27 @@ def _scatter_shape_check(operand, indices, updates, dn):
                             f"indices bound is {indices.shape[k]}.")
 
 
-def _scatter_impl_for(combine):
-    """An impl applying ``combine(out, index_tuple, values)`` in place on a copy of the
-    operand: ``ufunc.at`` for the combining scatters, assignment for ``scatter``."""
+def _scatter_into_for(combine):
+    """The scatter written into its operand ``out`` itself, by ``combine(out, index_tuple,
+    values)``: ``ufunc.at`` for the combining scatters, assignment for ``scatter`` (the impl
+    runs it on a copy; the executor on the operand, where it dies there)."""
 
-    def impl(operand, indices, updates, *, dimension_numbers, indices_are_sorted, mode,
+    def into(out, indices, updates, *, dimension_numbers, indices_are_sorted, mode,
              unique_indices):
         dn = dimension_numbers
-        out = operand.copy()
         if updates.size == 0:
-            return out
+            return
         rank = updates.ndim
         batch_pos = [i for i in range(rank) if i not in dn.update_window_dims]
-        window_dims = [d for d in range(operand.ndim) if d not in dn.inserted_window_dims
+        window_dims = [d for d in range(out.ndim) if d not in dn.inserted_window_dims
                        and d not in dn.operand_batching_dims]
         window_pos = dict(zip(window_dims, dn.update_window_dims))
-        sizes = scatter_window_sizes(operand.shape, updates.shape, dn)
+        sizes = scatter_window_sizes(out.shape, updates.shape, dn)
         clip = mode is GatherScatterMode.CLIP
         starts, in_bounds = window_starts(
-            operand.shape, indices, dn.scatter_dims_to_operand_dims, dn.operand_batching_dims,
+            out.shape, indices, dn.scatter_dims_to_operand_dims, dn.operand_batching_dims,
             dn.scatter_indices_batching_dims, sizes, clamp=clip, check=not clip)
-        plan = WindowPlan(operand.shape, starts, batch_pos, window_pos, sizes,
+        plan = WindowPlan(out.shape, starts, batch_pos, window_pos, sizes,
                           dn.scatter_dims_to_operand_dims, updates.shape)
         values = np.transpose(updates, plan.order)
         target, lin = plan.flat(out, out.shape)  # views: writes land in ``out``
@@ -175,6 +176,14 @@ def _scatter_impl_for(combine):
             grid = [g[keep] for g in grid]
             values = values[keep]
         combine(target, tuple(grid), values)
+
+    return into
+
+
+def _scatter_impl_for(into):
+    def impl(operand, indices, updates, **params):
+        out = operand.copy()
+        into(out, indices, updates, **params)
         return out
 
     return impl
@@ -185,7 +194,11 @@ def _assign(out, index, values):
 
 
 def _scatter_prim(name, combine):
-    return standard_primitive(name, _scatter_impl_for(combine), _scatter_abstract_eval_for(name))
+    into = _scatter_into_for(combine)
+    impl = _scatter_impl_for(into)
+    prim = standard_primitive(name, impl, _scatter_abstract_eval_for(name))
+    registry.update_impls[prim] = (impl, into)
+    return prim
 
 
 scatter_p = _scatter_prim("scatter", _assign)
