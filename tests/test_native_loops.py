@@ -230,6 +230,38 @@ def test_kernels_are_cached_across_processes(tmp_path):
     assert list((tmp_path / "native").glob("remat_loop_*.py"))
 
 
+_WARM_SCRIPT = textwrap.dedent("""
+    import numpy as np, remat, remat.numpy as jnp
+    from remat.exec import native
+    f = remat.jit(lambda x: remat.lax.scan(lambda c, _: (jnp.cos(c) * 0.9, None), x, None,
+                                           length=7)[0])
+    x = np.ones(3, np.float32)
+    first = f(x)
+    (loop,) = [l for t in native._loops.values() for l in t.values()]
+    calls = []
+    python = loop.python
+    loop.python = lambda *args: calls.append(1) or python(*args)
+    second = f(x)
+    print(loop.state, len(calls), float(np.asarray(first)[0]) == float(np.asarray(second)[0]))
+""")
+
+
+def test_a_kernel_compiled_before_is_native_from_the_second_call(tmp_path):
+    """A loop whose kernel an earlier process compiled loads it from the cache while its first
+    call runs: the second call is native, although the loop never ran hot (the threshold set
+    out of reach)."""
+    env = {**os.environ, "REMAT_CACHE_DIR": str(tmp_path), "REMAT_NATIVE_LOOPS": "1",
+           "PYTHONPATH": os.pathsep.join(sys.path), "REMAT_NATIVE_HOT_SECONDS": "1e9"}
+
+    def run(script):
+        return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                              text=True, check=True).stdout.split()
+
+    assert run(_WARM_SCRIPT) == ["cold", "1", "True"]  # nothing cached: the Python tier
+    assert run(_CACHE_SCRIPT)[0] == "ready"  # compiled, its types recorded
+    assert run(_WARM_SCRIPT) == ["ready", "0", "True"]
+
+
 def test_cache_key_changes_with_the_kernels_module(monkeypatch):
     from remat.exec import native
 
@@ -248,10 +280,17 @@ def test_flag_from_the_environment():
         assert out == want
 
 
-def test_hot_loops_compile_in_the_background(monkeypatch):
+def test_hot_loops_compile_in_the_background(monkeypatch, tmp_path):
+    """A hot loop's kernel compiles in another process (not contending for this one's GIL);
+    this process loads its machine code from the cache."""
     from remat.exec import native
 
     monkeypatch.setattr(native, "HOT_SECONDS", 0.0)
+    monkeypatch.setattr(native, "CACHE_DIR", tmp_path)
+    elsewhere = []
+    compile_elsewhere = native._compile_elsewhere
+    monkeypatch.setattr(native, "_compile_elsewhere",
+                        lambda *args: elsewhere.append(compile_elsewhere(*args)))
 
     def run(x):
         return lax.scan(lambda c, _: (c * 0.25 + jnp.exp(-c), None), x, None, length=9)[0]
@@ -263,6 +302,10 @@ def test_hot_loops_compile_in_the_background(monkeypatch):
         native.wait()
         assert "ready" in _states(native)
         np.testing.assert_allclose(f(x), first, rtol=1e-6)
+    assert elsewhere == [True]
+    (kernel,) = [loop.kernel for t in native._loops.values() for loop in t.values()
+                 if loop.kernel is not None and loop.source and "0.25" in loop.source]
+    assert sum(kernel.stats.cache_hits.values()) == 1 and not kernel.stats.cache_misses
 
 
 def test_remaining_reductions(native_loops):

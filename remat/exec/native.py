@@ -4,21 +4,26 @@ NumPy calls (or machine code) instead of a plan's per-step dispatch and per-buff
 
 Two tiers. The Python tier is used from a loop's first call. The native tier compiles the
 kernel with numba (NumPy's error model: no division checks) once the loop is *hot*
-(``HOT_SECONDS`` spent in it), on a background thread while the Python tier keeps running; it
-is used from the next call on, and a kernel that fails to compile leaves its loop on the
-Python tier. Native kernels are written as source files under the cache directory
-(``REMAT_CACHE_DIR``, default ``~/.cache/remat``), named by a hash of their source, the helpers
-module and numba's version, and compiled with numba's on-disk cache: a new process loads a
-loop's machine code in a fraction of a second.
+(``HOT_SECONDS`` spent in it), in another process while the Python tier keeps running (a
+background thread waits for it); it is used from the next call on, and a kernel that fails to
+compile leaves its loop on the Python tier. Native kernels are written as source files under
+the cache directory (``REMAT_CACHE_DIR``, default ``~/.cache/remat``), named by a hash of their
+source, the helpers module and numba's version, and compiled with numba's on-disk cache, beside
+the argument types they were compiled for: a loop whose kernel an earlier process compiled
+loads its machine code while its first call runs, and is native from its second call.
 
 The flag ``remat_native_loops`` (environment ``REMAT_NATIVE_LOOPS=0|1``; default on) turns the
 native tier off; without numba installed it is off.
 """
 
 import contextlib
+import functools
 import hashlib
+import importlib.metadata
 import importlib.util
 import os
+import pickle
+import subprocess
 import sys
 import threading
 import warnings
@@ -86,14 +91,43 @@ _KERNELS_DIGEST = hashlib.sha256(Path(__file__).with_name("native_kernels.py").r
                                  + sys.version.encode()).hexdigest()
 
 
+@functools.cache
+def _numba_version():
+    """numba's version, read without importing it (a loop asks before it knows it will
+    compile)."""
+    return importlib.metadata.version("numba") if numba is not None else ""
+
+
 def _cache_key(source):
-    version = numba.__version__ if numba is not None else ""
-    digest = hashlib.sha256(f"{source}\0{_KERNELS_DIGEST}\0{version}".encode())
+    digest = hashlib.sha256(f"{source}\0{_KERNELS_DIGEST}\0{_numba_version()}".encode())
     return digest.hexdigest()[:24]
 
 
-def _load(source):
-    """The kernel dispatcher of ``source``, from its (content-named) file in the cache."""
+def _compiled_types_path(source):
+    """Where a compiled kernel's argument types are kept: a loop that finds them loads its
+    machine code from numba's cache at once, instead of running hot first."""
+    return CACHE_DIR / f"remat_loop_{_cache_key(source)}.types"
+
+
+def _record_types(source, types):
+    path = _compiled_types_path(source)
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_bytes(pickle.dumps(types))
+    os.replace(tmp, path)  # atomic, as the source file
+
+
+def _recorded_types(source):
+    """The argument types a kernel of ``source`` was compiled for, in this process or an
+    earlier one, or None."""
+    try:
+        return pickle.loads(_compiled_types_path(source).read_bytes())
+    except Exception:  # none recorded, or unreadable: the loop runs hot first
+        return None
+
+
+def _source_file(source):
+    """The path of the kernel's (content-named) source file in the cache, written once, and
+    its module's name."""
     key = _cache_key(source)
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     path = CACHE_DIR / f"remat_loop_{key}.py"
@@ -101,12 +135,57 @@ def _load(source):
         tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(_NATIVE_HEADER + source)
         os.replace(tmp, path)  # atomic: concurrent processes write the same content
-    name = f"remat_native_loop_{key}"
+    return path, f"remat_native_loop_{key}"
+
+
+def _import_kernel(path, name):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # numba's cache finds the kernel's globals through it
     spec.loader.exec_module(module)
     return module.kernel
+
+
+def _load(source):
+    """The kernel dispatcher of ``source``, from its file in the cache."""
+    return _import_kernel(*_source_file(source))
+
+
+def _compile_types(kernel, types):
+    with warnings.catch_warnings():  # (np.dot on strided views: numba copies them)
+        warnings.simplefilter("ignore", numba.NumbaPerformanceWarning)
+        kernel.compile(types)
+
+
+def compile_file(path, name, types_path):
+    """Compile the kernel in the source file ``path`` for the pickled argument types in
+    ``types_path``: the entry point of a compiling process (``_compile_elsewhere``), whose
+    machine code numba's cache keeps for the process that asked."""
+    _compile_types(_import_kernel(Path(path), name), pickle.loads(Path(types_path).read_bytes()))
+
+
+_COMPILER = "import sys; from remat.exec.native import compile_file; compile_file(*sys.argv[1:])"
+COMPILE_TIMEOUT = 600.0
+
+
+def _compile_elsewhere(source, types):
+    """numba's compile of a kernel, run in another process: in this one it would contend for
+    the GIL with the Python tier still running the loop, and take about twice as long (the
+    ODE benchmark's two kernels: 26 s, 14 s alone). This process then loads the machine code
+    from the cache. Whether it succeeded (if not, this process compiles, and meets the error
+    itself)."""
+    path, name = _source_file(source)
+    types_path = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.types")
+    types_path.write_bytes(pickle.dumps(types))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    try:
+        done = subprocess.run([sys.executable, "-c", _COMPILER, str(path), name, str(types_path)],
+                              env=env, capture_output=True, timeout=COMPILE_TIMEOUT)
+        return done.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        types_path.unlink(missing_ok=True)
 
 
 def canonical(arg, read_only=True):
@@ -147,6 +226,27 @@ class Loop:
         self.error = error  # why it is not native (unsupported, or numba's failure)
         self.thread = None
 
+    def warm_start(self):
+        """Load the machine code an earlier compile of this kernel left in the cache, on a
+        background thread while the first call runs on the Python tier; later calls wait for
+        it (``ready``)."""
+        if self.state != "cold" or not enabled() or _synchronous or \
+                not _compiled_types_path(self.source).exists():
+            return
+        self.state = "loading"
+        self.thread = threading.Thread(target=self._load_recorded, name="remat-native-load",
+                                       daemon=True)
+        _pending.add(self)
+        self.thread.start()
+
+    def _load_recorded(self):
+        types = _recorded_types(self.source)
+        if types is None:
+            self.state = "cold"  # the Python tier runs hot first, as without a cache
+            _pending.discard(self)
+            return
+        self._compile(types)
+
     def observe(self, seconds, args, written=()):
         """The Python tier ran for ``seconds`` on ``args`` (those at the positions ``written``
         written by the kernel): start compiling once hot."""
@@ -156,6 +256,8 @@ class Loop:
     def heat(self, seconds, types):
         """Add ``seconds`` spent on the Python side: once hot, compile for the argument types
         ``types()`` gives."""
+        if self.state == "loading":
+            self.spent += seconds  # (a warm kernel is being loaded: later calls wait for it)
         if self.state != "cold" or not enabled():
             return
         self.spent += seconds
@@ -176,11 +278,13 @@ class Loop:
 
     def _compile(self, types):
         try:
+            if self.state == "compiling" and not _synchronous:
+                _compile_elsewhere(self.source, types)
             kernel = _load(self.source)
-            with warnings.catch_warnings():  # (np.dot on strided views: numba copies them)
-                warnings.simplefilter("ignore", numba.NumbaPerformanceWarning)
-                kernel.compile(types)
+            _compile_types(kernel, types)  # (loaded from the cache where compiled elsewhere)
             kernel.disable_compile()  # a call with other types must not compile in line
+            if self.state == "compiling":
+                _record_types(self.source, types)
             self.kernel, self.state = kernel, "ready"
         except Exception as e:  # numba could not type it: the Python kernel stays
             self.error, self.state = e.with_traceback(None), "failed"
@@ -188,6 +292,8 @@ class Loop:
             _pending.discard(self)
 
     def ready(self):
+        if self.state == "loading" and self.spent:  # (the first call never waits)
+            self.thread.join()
         return self.kernel if self.state == "ready" and enabled() else None
 
 
@@ -218,6 +324,7 @@ def _loop(jaxpr, key, write):
         except Unsupported as e:
             error = e.with_traceback(None)  # (its frames would keep the body's consts alive)
         loop = table[key] = Loop(python, source, error)
+        loop.warm_start()
     return loop
 
 
