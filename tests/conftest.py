@@ -1,7 +1,20 @@
+import os
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from remat.config import config
+
+# The JAX oracle compiles an XLA program for every operation it runs on a new type: most of the
+# suite's time. JAX keeps them on disk, shared by the workers and later runs (set before any
+# test module imports JAX; a run's own settings win).
+_JAX_CACHE = Path(os.environ.get("REMAT_CACHE_DIR", Path.home() / ".cache" / "remat")) / "jax"
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_JAX_CACHE))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(2 << 30))
 
 
 @pytest.fixture
@@ -19,7 +32,7 @@ def rng():
 # The native loop tier compiles hot loops with numba on a background thread: seconds of CPU
 # per loop. The suite runs the Python tier unless REMAT_NATIVE_LOOPS is set for the run;
 # test_native_loops (and the fuzzer's native check) turn it on where they test it.
-if "REMAT_NATIVE_LOOPS" not in __import__("os").environ:
+if "REMAT_NATIVE_LOOPS" not in os.environ:
     config.update("remat_native_loops", False)
 
 
@@ -31,3 +44,13 @@ def native_loops():
 
     with config.override("remat_native_loops", True), native.eager():
         yield native
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_jax_caches():
+    """JAX's compiled programs (the oracle's) stay cached for the life of the process: a worker
+    grew by a gigabyte over the special functions' tests alone. Let them go after every module."""
+    yield
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        jax.clear_caches()
