@@ -41,6 +41,7 @@ from remat.runtime.lazy_imports import LazyModule, installed
 numba = LazyModule("numba") if installed("numba") else None  # the tier is off without it
 
 HOT_SECONDS = float(os.environ.get("REMAT_NATIVE_HOT_SECONDS", "0.25"))
+WARM_WAIT = 5.0  # the longest a loop's second call waits for its cached kernel to load
 CACHE_DIR = Path(os.environ.get("REMAT_CACHE_DIR", Path.home() / ".cache" / "remat")) / "native"
 
 
@@ -170,8 +171,9 @@ COMPILE_TIMEOUT = 600.0
 
 def _compile_elsewhere(source, types):
     """numba's compile of a kernel, run in another process: in this one it would contend for
-    the GIL with the Python tier still running the loop, and take about twice as long (the
-    ODE benchmark's two kernels: 26 s, 14 s alone). This process then loads the machine code
+    the GIL with the Python tier still running the loop, and take several times as long (the
+    ODE benchmark's two kernels: native after 41-55 s that way, after 19-20 s now; 14 s to
+    compile alone). This process then loads the machine code
     from the cache. Whether it succeeded (if not, this process compiles, and meets the error
     itself)."""
     path, name = _source_file(source)
@@ -213,7 +215,7 @@ class Loop:
     """One loop body's kernels: the Python one from the start, time spent in it, then the
     native one."""
 
-    __slots__ = ("source", "python", "spent", "kernel", "state", "error", "thread",
+    __slots__ = ("source", "python", "spent", "kernel", "state", "error", "thread", "waited",
                  "__weakref__")
 
     def __init__(self, python, source, error=None):
@@ -225,6 +227,7 @@ class Loop:
             "unsupported" if error is None or isinstance(error, Unsupported) else "failed"
         self.error = error  # why it is not native (unsupported, or numba's failure)
         self.thread = None
+        self.waited = False  # whether a call waited for a warm kernel's loading
 
     def warm_start(self):
         """Load the machine code an earlier compile of this kernel left in the cache, on a
@@ -292,8 +295,9 @@ class Loop:
             _pending.discard(self)
 
     def ready(self):
-        if self.state == "loading" and self.spent:  # (the first call never waits)
-            self.thread.join()
+        if self.state == "loading" and self.spent and not self.waited:
+            self.waited = True  # (the first call never waits, a later one once, and not long:
+            self.thread.join(WARM_WAIT)  # a cache numba cannot use means compiling afresh)
         return self.kernel if self.state == "ready" and enabled() else None
 
 
