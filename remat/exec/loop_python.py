@@ -13,7 +13,7 @@ from remat.exec.loop_rewrites import (
     UpdatedCarries,
 )
 from remat.exec.loop_writer import KernelWriter
-from remat.exec.native_rules import EXACT_RULES
+from remat.exec.native_rules import EXACT_RULES, update_rules
 from remat.runtime.registry import elementwise_impls, source_forms, update_impls
 
 
@@ -56,14 +56,21 @@ class PythonKernel(KernelWriter):
                                                             eqn.outvars] else None
 
     def write_into(self, eqn, ins, target):
-        if eqn.primitive.name == "dynamic_update_slice":
+        """An update without source of its own (``update_rules``) calls its registered
+        ``into``, as the plans run it in place."""
+        if eqn.primitive.name in update_rules:
             return super().write_into(eqn, ins, target)
         into = self.name_object("f", update_impls[eqn.primitive][1])
+        self.line(f"{into}({', '.join([target, *self._impl_args(eqn, ins, 1)])})")
+
+    def _impl_args(self, eqn, ins, first=0):
+        """The source of the arguments of an impl call on the operands from ``first`` on:
+        rank-0 operands as arrays, as the plans hand them over, then the params."""
         args = [f"np.asarray({x})" if not v.aval.shape else x
-                for x, v in zip(ins[1:], eqn.invars[1:])]
+                for x, v in zip(ins[first:], eqn.invars[first:])]
         if eqn.params:
             args.append(f"**{self.name_object('p', eqn.params)}")
-        self.line(f"{into}({target}, {', '.join(args)})")
+        return args
 
     def call_impl(self, eqn, ins):
         """The primitive's own impl (or its ufunc), as the plans run it, so a kernel's results
@@ -76,11 +83,7 @@ class PythonKernel(KernelWriter):
         if written is not None:
             return [written]
         impl = self.name_object("f", eqn.primitive.impl)
-        args = [f"np.asarray({x})" if not v.aval.shape else x
-                for x, v in zip(ins, eqn.invars)]
-        if eqn.params:
-            args.append(f"**{self.name_object('p', eqn.params)}")
-        call = f"{impl}({', '.join(args)})"
+        call = f"{impl}({', '.join(self._impl_args(eqn, ins))})"
         if not eqn.outvars:  # run for its effect (a print, a callback), in order; the
             # comment names the user's line for an error it raises (``raised_at``)
             self.line(f"{call}  # at {source_info.summarize(eqn.source_info)}")

@@ -13,7 +13,7 @@ import numpy as np
 from remat.core import Literal
 from remat.exec.loop_constants import transposed_constants
 from remat.exec.loop_rewrites import nested
-from remat.exec.native_rules import EXPRESSIONS, NATIVE_DTYPES, rules, shape_src, write_update
+from remat.exec.native_rules import EXPRESSIONS, NATIVE_DTYPES, rules, shape_src, update_rules
 from remat.exec.passes import inline_calls
 
 MAX_ELEMENTS = 1 << 16  # the largest value of a native body (larger work runs the executor)
@@ -108,9 +108,10 @@ class KernelWriter:
     def write_into(self, eqn, ins, target):
         """Write an update equation (``registry.update_impls``) on the operand sources ``ins``
         into the array named ``target``, its first operand's buffer."""
-        if eqn.primitive.name != "dynamic_update_slice":
+        write = update_rules.get(eqn.primitive.name)
+        if write is None:
             raise Unsupported(f"{eqn.primitive.name} in place")
-        write_update(self, eqn, ins, target)
+        write(self, eqn, ins, target)
 
     def store(self, target, index, value):
         """Write a value's source into ``target[index]``."""

@@ -658,6 +658,9 @@ def _dynamic_update_slice(ctx, eqn, ins):
 
 
 rules["dynamic_update_slice"] = _dynamic_update_slice
+# how an update (``registry.update_impls``) is written into a named array, its operand's
+# buffer, as ``write(ctx, eqn, ins, target)``: the source both tiers write it as in place
+update_rules = {"dynamic_update_slice": write_update}
 
 
 # --- reductions and contractions -------------------------------------------------------------

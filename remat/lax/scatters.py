@@ -36,7 +36,7 @@ from remat.lax.gather_scatter_common import (
 from remat.lax.gathers import gather_p
 from remat.lax.reductions import reduce_max
 from remat.lax.shape import broadcast_in_dim, full, full_like, iota, reshape
-from remat.lax.standard import standard_primitive
+from remat.lax.standard import copying_impl, standard_primitive
 from remat.runtime import registry
 
 __all__ = [
@@ -180,22 +180,13 @@ def _scatter_into_for(combine):
     return into
 
 
-def _scatter_impl_for(into):
-    def impl(operand, indices, updates, **params):
-        out = operand.copy()
-        into(out, indices, updates, **params)
-        return out
-
-    return impl
-
-
 def _assign(out, index, values):
     out[index] = values  # with duplicate indices, the last update in row-major order wins
 
 
 def _scatter_prim(name, combine):
     into = _scatter_into_for(combine)
-    impl = _scatter_impl_for(into)
+    impl = copying_impl(into)
     prim = standard_primitive(name, impl, _scatter_abstract_eval_for(name))
     registry.update_impls[prim] = (impl, into)
     return prim

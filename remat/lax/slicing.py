@@ -25,7 +25,7 @@ from remat.lax.gather_scatter_common import (
 from remat.lax.gathers import gather_batching_rule
 from remat.lax.scatters import scatter_batching_rule, scatter_p
 from remat.lax.shape import broadcast_in_dim, concatenate, expand_dims, full, pad, squeeze
-from remat.lax.standard import canonical_shape, standard_primitive
+from remat.lax.standard import canonical_shape, copying_impl, standard_primitive
 from remat.runtime import registry
 
 __all__ = [
@@ -355,24 +355,16 @@ def _dynamic_update_slice_abstract_eval(x, update, *indices):
     return ShapedArray(x.shape, x.dtype, weak)
 
 
-def _dynamic_update_slice_impl(x, update, *indices):
-    starts = _clamped_starts(x.shape, indices, update.shape)
-    out = x.copy()
-    out[tuple(_slice(s, s + n) for s, n in zip(starts, update.shape))] = update
-    return out
-
-
-dynamic_update_slice_p = standard_primitive("dynamic_update_slice", _dynamic_update_slice_impl,
-                                            _dynamic_update_slice_abstract_eval)
-
-
 def _dynamic_update_slice_into(x, update, *indices):
-    """The impl's result written into ``x`` itself (where the executor owns ``x`` and it dies
-    here)."""
+    """The update written into ``x`` itself (the impl's copy, or ``x`` where the executor owns
+    it and it dies here)."""
     starts = _clamped_starts(x.shape, indices, update.shape)
     x[tuple(_slice(s, s + n) for s, n in zip(starts, update.shape))] = update
 
 
+_dynamic_update_slice_impl = copying_impl(_dynamic_update_slice_into)
+dynamic_update_slice_p = standard_primitive("dynamic_update_slice", _dynamic_update_slice_impl,
+                                            _dynamic_update_slice_abstract_eval)
 registry.update_impls[dynamic_update_slice_p] = (_dynamic_update_slice_impl,
                                                  _dynamic_update_slice_into)
 

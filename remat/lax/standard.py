@@ -27,6 +27,17 @@ def standard_primitive(name, impl, abstract_eval, multiple_results=False):
     return prim
 
 
+def copying_impl(into):
+    """The impl of an update primitive whose ``into(operand, *rest, **params)`` writes its
+    result into the operand itself (``registry.update_impls``): ``into`` on a copy."""
+    def impl(operand, *rest, **params):
+        out = operand.copy()
+        into(out, *rest, **params)
+        return out
+
+    return impl
+
+
 def check_dtype(name, aval, accepted, what="operand"):
     if "extended" in accepted and isinstance(aval.dtype, dtypes.ExtendedDType):
         return  # (eq and ne of keys; JAX's message lists the number kinds only)
