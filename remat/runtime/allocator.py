@@ -1,14 +1,17 @@
 """The C library's allocator tuned for how the executor allocates: arrays of the same large
-sizes freed and allocated again at every call (a scan's stacked residuals, megabytes each).
+sizes freed and allocated again at every call (a scan's stacked residuals, a convolution's
+patches: megabytes to hundreds of megabytes each).
 
 glibc hands out a block above its mmap threshold as fresh pages, and gives freed memory at the
 top of its heap back to the kernel once more than its trim threshold is free there (both
-adjust themselves: at most 32 MiB and 64 MiB). A GRU's nine 16 MiB residual stacks, freed
-after each backward pass, were handed back, and the next call faulted every page in again:
-5,500 page faults a call, 20 ms of its 270. On its first run remat sets the thresholds once
-for the process: blocks up to 32 MiB come from the heap, and up to 256 MiB of freed memory
-stays there for reuse (remat's memory accounting counts live buffers, not the process's
-resident memory, and is unchanged).
+adjust themselves, to at most 32 MiB and 64 MiB). So every block of a call was faulted in
+afresh at the next: a GRU's nine 16 MiB residual stacks, 5,500 page faults a call (20 ms of
+its 270), and a small CNN's convolution temporaries (75 MiB of patches among them), 57,600
+faults a call (its step took 450 ms, and 245 ms with the thresholds below). On its first run
+remat sets the thresholds once for the process: blocks up to 256 MiB come from the heap, and
+up to 1 GiB of freed memory stays there for reuse (remat's memory accounting counts live
+buffers, not the process's resident memory, and is unchanged). A C library that refuses a
+threshold that high gets glibc's own maximum, 32 MiB.
 
 NumPy asks the kernel for transparent huge pages for every array of 4 MiB or more
 (``madvise(MADV_HUGEPAGE)``). Where the kernel's THP defrag mode is ``madvise`` (common), each
@@ -27,8 +30,9 @@ import platform
 
 import numpy as np
 
-MMAP_THRESHOLD = 32 << 20  # blocks from the heap up to this size (glibc's own maximum)
-TRIM_THRESHOLD = 256 << 20  # freed memory kept at the top of the heap up to this much
+MMAP_THRESHOLD = 256 << 20  # blocks from the heap up to this size
+FALLBACK_MMAP_THRESHOLD = 32 << 20  # glibc's own maximum, where it refuses the one above
+TRIM_THRESHOLD = 1 << 30  # freed memory kept at the top of the heap up to this much
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 _tuned = None  # whether they were set, once tried
@@ -54,8 +58,9 @@ def _set_thresholds():
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     if "NUMPY_MADVISE_HUGEPAGE" not in os.environ:
         _set_numpy_hugepages(False)
-    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and \
-        bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    mmap_set = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) or \
+        mallopt(_M_MMAP_THRESHOLD, FALLBACK_MMAP_THRESHOLD)
+    return bool(mmap_set) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
 
 
 def _set_numpy_hugepages(enabled):
