@@ -158,36 +158,84 @@ def _compile_types(kernel, types):
         kernel.compile(types)
 
 
-def compile_file(path, name, types_path):
-    """Compile the kernel in the source file ``path`` for the pickled argument types in
-    ``types_path``: the entry point of a compiling process (``_compile_elsewhere``), whose
-    machine code numba's cache keeps for the process that asked."""
-    _compile_types(_import_kernel(Path(path), name), pickle.loads(Path(types_path).read_bytes()))
+def compile_files(*triples):
+    """Compile each kernel ``(path, name, types_path)``: the source file ``path`` for the
+    pickled argument types in ``types_path``. The entry point of a compiling process
+    (``_compile_elsewhere``), whose machine code numba's cache keeps for the process that
+    asked; it runs at a lower priority than that process, and a kernel that fails does not
+    stop the others (the asking process compiles it and meets the error itself)."""
+    if hasattr(os, "nice"):
+        os.nice(10)
+    failed = 0
+    for path, name, types_path in zip(*[iter(triples)] * 3):
+        try:
+            _compile_types(_import_kernel(Path(path), name),
+                           pickle.loads(Path(types_path).read_bytes()))
+        except Exception:
+            failed += 1
+    sys.exit(1 if failed else 0)
 
 
-_COMPILER = "import sys; from remat.exec.native import compile_file; compile_file(*sys.argv[1:])"
+_COMPILER = "import sys; from remat.exec.native import compile_files; compile_files(*sys.argv[1:])"
 COMPILE_TIMEOUT = 600.0
 
 
-def _compile_elsewhere(source, types):
-    """numba's compile of a kernel, run in another process: in this one it would contend for
-    the GIL with the Python tier still running the loop, and take several times as long (the
-    ODE benchmark's two kernels: native after 41-55 s that way, after 19-20 s now; 14 s to
-    compile alone). This process then loads the machine code
-    from the cache. Whether it succeeded (if not, this process compiles, and meets the error
-    itself)."""
-    path, name = _source_file(source)
-    types_path = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.types")
-    types_path.write_bytes(pickle.dumps(types))
+def _compile_elsewhere(jobs):
+    """numba's compiles of kernels ``[(source, types)]``, run in one other process: in this
+    one they would contend for the GIL with the Python tier still running the loop, and take
+    several times as long (the ODE benchmark's two kernels: native after 41-55 s that way,
+    after 19-20 s now; 14 s to compile alone). One process at a time compiles what is queued
+    (``_compile_queued``): a plan's many clusters, hot at once, each in a process of its own,
+    took a GPT step from 0.5 s to 7 s on two cores while they compiled. This process then
+    loads the machine code from the cache. Whether every compile succeeded."""
+    args, types_paths = [], []
+    for source, types in jobs:
+        path, name = _source_file(source)
+        types_path = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.types")
+        types_path.write_bytes(pickle.dumps(types))
+        args += [str(path), name, str(types_path)]
+        types_paths.append(types_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
-        done = subprocess.run([sys.executable, "-c", _COMPILER, str(path), name, str(types_path)],
-                              env=env, capture_output=True, timeout=COMPILE_TIMEOUT)
-        return done.returncode == 0
+        return subprocess.run([sys.executable, "-c", _COMPILER, *args], env=env,
+                              capture_output=True, timeout=COMPILE_TIMEOUT).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
     finally:
-        types_path.unlink(missing_ok=True)
+        for types_path in types_paths:
+            types_path.unlink(missing_ok=True)
+
+
+_queue = []  # (loop, argument types) waiting for the compiling process
+_queue_lock = threading.Lock()
+_compiler = None  # the thread that runs the compiling processes, while there is work
+
+
+def _compile_later(loop, types):
+    """Queue ``loop``'s compile for the one background compiler; the loop's thread is it."""
+    global _compiler
+    with _queue_lock:
+        _queue.append((loop, types))
+        if _compiler is None:
+            _compiler = threading.Thread(target=_compile_queued, name="remat-native-compile",
+                                         daemon=True)
+            _compiler.start()
+        loop.thread = _compiler
+
+
+def _compile_queued():
+    """Compile what is queued, in batches, until the queue is empty."""
+    global _compiler
+    while True:
+        with _queue_lock:
+            batch = _queue[:]
+            _queue.clear()
+            if not batch:
+                _compiler = None
+                return
+        _compile_elsewhere([(loop.source, types) for loop, types in batch])
+        for loop, types in batch:
+            loop._compile(types)
 
 
 def canonical(arg, read_only=True):
@@ -274,15 +322,13 @@ class Loop:
             if _synchronous:
                 self._compile(types)
             else:
-                self.thread = threading.Thread(target=self._compile, args=(types,),
-                                               name="remat-native-compile", daemon=True)
                 _pending.add(self)
-                self.thread.start()
+                _compile_later(self, types)
 
     def _compile(self, types):
+        """Load the kernel, compiled for ``types``: from the cache where an earlier run or the
+        compiling process (``_compile_queued``) compiled it, else compiled here."""
         try:
-            if self.state == "compiling" and not _synchronous:
-                _compile_elsewhere(self.source, types)
             kernel = _load(self.source)
             _compile_types(kernel, types)  # (loaded from the cache where compiled elsewhere)
             kernel.disable_compile()  # a call with other types must not compile in line
