@@ -980,3 +980,20 @@ def test_a_zero_pad_added_to_a_literal_in_a_loop_body(native_loops, body, checkp
     _assert_close(native_out, python, 1e-6)
     with config.override("remat_native_loops", False):
         _assert_close(python, run(x), 1e-6)
+
+
+def test_a_loading_kernel_gets_the_gil_promptly_and_the_interval_comes_back():
+    """While kernels load on background threads the GIL's switch interval is short (a loop on
+    the Python tier held the GIL 5 ms at each of the loader's file reads); after the last, it
+    is what it was."""
+    import sys
+
+    from remat.exec import native
+
+    before = sys.getswitchinterval()
+    with native._prompt_switching():
+        assert sys.getswitchinterval() == pytest.approx(native.LOADING_SWITCH_INTERVAL)
+        with native._prompt_switching():
+            assert sys.getswitchinterval() == pytest.approx(native.LOADING_SWITCH_INTERVAL)
+        assert sys.getswitchinterval() == pytest.approx(native.LOADING_SWITCH_INTERVAL)
+    assert sys.getswitchinterval() == before

@@ -42,6 +42,7 @@ numba = LazyModule("numba") if installed("numba") else None  # the tier is off w
 
 HOT_SECONDS = float(os.environ.get("REMAT_NATIVE_HOT_SECONDS", "0.25"))
 WARM_WAIT = 5.0  # the longest a loop's second call waits for its cached kernel to load
+LOADING_SWITCH_INTERVAL = 1e-4  # the GIL's switch interval while a thread loads a kernel
 CACHE_DIR = Path(os.environ.get("REMAT_CACHE_DIR", Path.home() / ".cache" / "remat")) / "native"
 
 
@@ -206,6 +207,31 @@ def _compile_elsewhere(jobs):
             types_path.unlink(missing_ok=True)
 
 
+_switching = [0, None]  # threads loading a kernel, the switch interval before the first
+_switching_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _prompt_switching():
+    """The GIL handed over sooner while a background thread loads a kernel (numba's import and
+    the machine code from the cache). That thread reads hundreds of files and gives the GIL up
+    at each read; a loop running on the Python tier meanwhile then held it for the whole
+    switch interval (5 ms) every time: a cached kernel took 22 s to load during a long first
+    call, and 3.4 s at 0.1 ms."""
+    with _switching_lock:
+        if _switching[0] == 0:
+            _switching[1] = sys.getswitchinterval()
+            sys.setswitchinterval(min(LOADING_SWITCH_INTERVAL, _switching[1]))
+        _switching[0] += 1
+    try:
+        yield
+    finally:
+        with _switching_lock:
+            _switching[0] -= 1
+            if _switching[0] == 0:
+                sys.setswitchinterval(_switching[1])
+
+
 _queue = []  # (loop, argument types) waiting for the compiling process
 _queue_lock = threading.Lock()
 _compiler = None  # the thread that runs the compiling processes, while there is work
@@ -234,8 +260,9 @@ def _compile_queued():
                 _compiler = None
                 return
         _compile_elsewhere([(loop.source, types) for loop, types in batch])
-        for loop, types in batch:
-            loop._compile(types)
+        with _prompt_switching():
+            for loop, types in batch:
+                loop._compile(types)
 
 
 def canonical(arg, read_only=True):
@@ -291,12 +318,13 @@ class Loop:
         self.thread.start()
 
     def _load_recorded(self):
-        types = _recorded_types(self.source)
-        if types is None:
-            self.state = "cold"  # the Python tier runs hot first, as without a cache
-            _pending.discard(self)
-            return
-        self._compile(types)
+        with _prompt_switching():
+            types = _recorded_types(self.source)
+            if types is None:
+                self.state = "cold"  # the Python tier runs hot first, as without a cache
+                _pending.discard(self)
+                return
+            self._compile(types)
 
     def observe(self, seconds, args, written=()):
         """The Python tier ran for ``seconds`` on ``args`` (those at the positions ``written``
