@@ -36,6 +36,38 @@ def _needs(pred, shape_fn=_same):
     return lambda shapes, param: shape_fn(shapes, param) if pred(shapes[0], param) else None
 
 
+def _while_update(kind):
+    """A while loop of a data-dependent trip count (0 to ``len(x) + 1``: one step may fall out
+    of bounds) that reads one row of a buffer (``x``) and writes a function of it back, by
+    ``.at[i].set``, ``.at[i].add`` or a dynamic update: under ``vmap`` its predicate is
+    batched, so each step ends in a ``select_n`` of the buffer and its update (which remat
+    runs as one update in place), and the row reads and writes are the point gathers and
+    scatters of the native tier. Its value goes through the loop, its derivative (as
+    ``x``'s) around it: JAX has no reverse mode for ``while_loop``."""
+    def apply(ns, x, y):
+        jnp, lax = ns.jnp, ns.lax
+        x0, y0 = lax.stop_gradient(x), lax.stop_gradient(y)
+        n = x.shape[0]
+        steps = (jnp.abs(jnp.sum(x0)) * 7).astype(jnp.int32) % (n + 2)
+
+        def body(carry):
+            i, buf = carry
+            new = jnp.tanh(buf[i % n] * 0.5 + y0)
+            if kind == "set":
+                buf = buf.at[i].set(new)
+            elif kind == "add":
+                buf = buf.at[i].add(new)
+            else:
+                buf = lax.dynamic_update_index_in_dim(buf, new, i, 0)
+            return i + 1, buf
+        _, out = lax.while_loop(lambda c: c[0] < steps, body, (jnp.asarray(0, jnp.int32), x0))
+        return x + (out - x0)
+    return apply
+
+
+WHILE_OPS = ("while_set", "while_add", "while_update_slice")
+
+
 def _safe_div(ns, x, y):
     return x / (1.0 + y * y)
 
@@ -142,6 +174,8 @@ OPS.update({
                lambda ns, x, y: x.at[0].set(y)),
     "at_add": (2, lambda sh, p: sh[0] if sh[0] and sh[1] == sh[0][1:] else None,
                lambda ns, x, y: x.at[_index_array(x.shape[0])].add(y)),
+    **{name: (2, lambda sh, p: sh[0] if sh[0] and sh[1] == sh[0][1:] else None,
+              _while_update(name.split("_", 1)[1])) for name in WHILE_OPS},
     "flip": (1, _needs(lambda s, p: len(s) >= 1), lambda ns, x: ns.jnp.flip(x, 0)),
     "roll": (1, _needs(lambda s, p: len(s) >= 1), lambda ns, x: ns.jnp.roll(x, 1, 0)),
     "roll_last": (1, _needs(lambda s, p: len(s) >= 1), lambda ns, x: ns.jnp.roll(x, -2, -1)),
@@ -218,7 +252,7 @@ LITERAL_OPS = ("add", "sub", "mul", "div", "maximum", "where")
 LITERALS = (2.0, 0.5, -1.5)
 INITS = (0.0, 1.5)  # a loop's initial carry written as a Python float
 ZERO_SIZE_UNSAFE = frozenset(("mean", "max_axis", "logsumexp", "index", "gather", "take",
-                              "at_set", "at_add", "ref_accumulate"))
+                              "at_set", "at_add", "ref_accumulate", *WHILE_OPS))
 # Ops never drawn with one value for both operands: ``c_sum_sq(x, x)`` is 0 made of rounding
 # errors (the real part of ``(x + ix)**2``), whose sign decides a cond or a ``where`` after it.
 DISTINCT_OPERANDS = frozenset(("c_sum_sq",))

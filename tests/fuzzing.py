@@ -46,6 +46,7 @@ from fuzz_ops import (
     OP_NAMES,
     OPS,
     PARAMS,
+    WHILE_OPS,
     ZERO_SIZE_UNSAFE,
     apply_op,
 )
@@ -826,9 +827,11 @@ def features(program):
 
 
 def has_loop(program):
-    """The program runs a scan or a fori loop (what the native loop tier compiles)."""
+    """The program runs a scan, a fori loop or a while loop (what the native loop tier
+    compiles)."""
     def walk(body):
         return any(stmt[0] in ("scan", "fori") or (stmt[0] == "call" and walk(stmt[4]))
+                   or (stmt[0] == "op" and stmt[1] in WHILE_OPS)
                    or (stmt[0] == "cond" and any(walk(b) for b, _ in stmt[3:]))
                    for stmt in body)
     return walk(program.body) or any(w[0] in ("scan", "fori") for w in program.wrappers)

@@ -24,6 +24,7 @@ from remat.exec.native_rules import (
     element_source,
     index_remap,
     matrix_product,
+    native_update_rules,
     pad_element,
     shape_src,
 )
@@ -71,6 +72,7 @@ class NativeKernel(KernelWriter):
     """A kernel of the native tier (numba source)."""
 
     rewrites = (UpdatedCarries, Fusion, HoistedInvariants)
+    update_rules = native_update_rules
     stores_lazily = True  # (a stored lazy value is computed into its store)
 
     def __init__(self, invariant=()):

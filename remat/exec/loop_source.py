@@ -18,7 +18,7 @@ import numpy as np
 
 from remat.exec.loop_native import Lazy, NativeKernel
 from remat.exec.loop_python import PythonKernel
-from remat.exec.loop_writer import MAX_ELEMENTS, Unsupported
+from remat.exec.loop_writer import Unsupported
 from remat.exec.native_rules import NATIVE_DTYPES
 from remat.runtime.parallel import MIN_SPLIT_ELEMENTS
 
@@ -27,11 +27,14 @@ from remat.runtime.parallel import MIN_SPLIT_ELEMENTS
 CLUSTER_MAX_ELEMENTS = MIN_SPLIT_ELEMENTS - 1
 
 
-def _check_operands(*jaxprs, max_elements=MAX_ELEMENTS):
-    """A kernel's operands and results have types it computes on (no float0, no big arrays)."""
+def _check_operands(*jaxprs, max_elements=None):
+    """A kernel's operands and results have types it computes on (no float0) and, for a
+    cluster, at most ``max_elements`` elements. A loop's may be larger (a large carry that
+    the body only addresses: ``native_rules.ADDRESSING``), its equations' values may not."""
     for jaxpr in jaxprs:
         for v in (*jaxpr.invars, *jaxpr.outvars):
-            if v.aval.dtype not in NATIVE_DTYPES or math.prod(v.aval.shape) > max_elements:
+            if v.aval.dtype not in NATIVE_DTYPES or max_elements is not None and \
+                    math.prod(v.aval.shape) > max_elements:
                 raise Unsupported(f"an operand of type {v.aval.str_short()}")
 
 

@@ -13,14 +13,18 @@ import numpy as np
 from remat.core import Literal
 from remat.exec.loop_constants import transposed_constants
 from remat.exec.loop_rewrites import nested
-from remat.exec.native_rules import EXPRESSIONS, NATIVE_DTYPES, rules, shape_src, update_rules
+from remat.exec.native_rules import (
+    ADDRESSING,
+    EXPRESSIONS,
+    NATIVE_DTYPES,
+    Unsupported,
+    rules,
+    shape_src,
+    update_rules,
+)
 from remat.exec.passes import inline_calls
 
 MAX_ELEMENTS = 1 << 16  # the largest value of a native body (larger work runs the executor)
-
-
-class Unsupported(Exception):
-    """The body has an equation the native tier cannot write."""
 
 
 class KernelWriter:
@@ -31,6 +35,7 @@ class KernelWriter:
     rewrite passes its bodies get (``rewrites``: tried in order on each equation)."""
 
     rewrites = ()
+    update_rules = update_rules  # how an update is written into its operand's buffer
     stores_lazily = False  # a stored output stays as its rule left it until it is stored
 
     def __init__(self, invariant=()):
@@ -108,7 +113,7 @@ class KernelWriter:
     def write_into(self, eqn, ins, target):
         """Write an update equation (``registry.update_impls``) on the operand sources ``ins``
         into the array named ``target``, its first operand's buffer."""
-        write = update_rules.get(eqn.primitive.name)
+        write = self.update_rules.get(eqn.primitive.name)
         if write is None:
             raise Unsupported(f"{eqn.primitive.name} in place")
         write(self, eqn, ins, target)
@@ -274,9 +279,10 @@ class Body:
             rule = self.kernel.rule(eqn)
             if rule is None:
                 raise Unsupported(name)
+            addressed = (eqn.invars[0], *eqn.outvars) if name in ADDRESSING else ()
             for v in (*eqn.invars, *eqn.outvars):
-                if v.aval.dtype not in NATIVE_DTYPES or \
-                        math.prod(v.aval.shape) > self.kernel.max_elements:
+                if v.aval.dtype not in NATIVE_DTYPES or math.prod(v.aval.shape) > \
+                        self.kernel.max_elements and not any(v is a for a in addressed):
                     raise Unsupported(f"{name} on {v.aval.str_short()}")
             if not any(rewrite.write(eqn, rule) for rewrite in self.passes):
                 self.write_rule(eqn, rule)

@@ -12,6 +12,10 @@ import numpy as np
 # statement, ``ctx.fresh()`` names a temporary, ``ctx.dtype(dt)`` spells a dtype).
 rules = {}
 
+
+class Unsupported(Exception):
+    """The body has an equation the native tier cannot write."""
+
 NATIVE_DTYPES = frozenset(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
     np.uint64, np.float32, np.float64))
@@ -661,6 +665,151 @@ rules["dynamic_update_slice"] = _dynamic_update_slice
 # how an update (``registry.update_impls``) is written into a named array, its operand's
 # buffer, as ``write(ctx, eqn, ins, target)``: the source both tiers write it as in place
 update_rules = {"dynamic_update_slice": write_update}
+
+
+# --- gathers and scatters of single elements along indexed axes ------------------------------
+# The form a vmapped loop's ``x[i]`` and ``x.at[i].set(v)`` take: each operand axis is a
+# batching axis (one per batch element), an indexed axis (one element, at an index read per
+# batch element) or a whole window. A loop over the batch elements reads or writes one
+# element or whole-axis block each, so the work is that of the elements addressed, whatever
+# the operand's size. Other forms keep their loop on the Python tier.
+
+
+def _point_axes(shape, sizes, batching, index_batching, indexed, collapsed, batch_rank):
+    """Per operand axis ``("batch", batch axis)``, ``("index", position in the index vector)``
+    (``"index1"`` where the result keeps the axis, of length 1) or ``("window", None)``;
+    None unless every axis is one of these."""
+    axes = []
+    for d, n in enumerate(shape):
+        if d in batching:
+            b = index_batching[batching.index(d)]
+            if b >= batch_rank:
+                return None
+            axes.append(("batch", b))
+        elif d in indexed:
+            if d not in collapsed and sizes[d] != 1:
+                return None
+            axes.append(("index" if d in collapsed else "index1", indexed.index(d)))
+        elif d in collapsed or sizes[d] != n:
+            return None
+        else:
+            axes.append(("window", None))
+    return axes
+
+
+def _point_loop(ctx, axes, shape, indices, batch_shape, clamp):
+    """Open a loop over the batch elements; the operand's index parts there and the condition
+    that every index is in bounds (None where there is no index), the indices clamped into
+    bounds where ``clamp``."""
+    qs = [ctx.fresh() for _ in batch_shape]
+    for q, n in zip(qs, batch_shape):
+        ctx.line(f"for {q} in range({n}):")
+        ctx.indent += 1
+    parts, bounds = [], []
+    for d, (kind, k) in enumerate(axes):
+        if kind == "batch":
+            parts.append(qs[k])
+        elif kind == "window":
+            parts.append(":")
+        else:
+            start = ctx.bind(f"int({indices}[{', '.join([*qs, str(k)])}])")
+            bounds.append(f"0 <= {start} <= {shape[d] - 1}")
+            if clamp:
+                ctx.line(f"{start}_ = min(max({start}, 0), {shape[d] - 1})")
+                start += "_"
+            parts.append(start if kind == "index" else f"{start}:{start} + 1")
+    return qs, parts, " and ".join(bounds) or None
+
+
+def _around(qs, window_positions, rank):
+    """The index parts of a gather's result or a scatter's updates: ``:`` at the window
+    positions, the batch loop's variables elsewhere, in order."""
+    batch = iter(qs)
+    return [":" if i in window_positions else next(batch) for i in range(rank)]
+
+
+def _gather(ctx, eqn, ins):
+    dn, p = eqn.params["dimension_numbers"], eqn.params
+    shape, index_shape, out = eqn.invars[0].aval.shape, eqn.invars[1].aval.shape, _out(eqn)
+    axes = _point_axes(shape, p["slice_sizes"], dn.operand_batching_dims,
+                       dn.start_indices_batching_dims, dn.start_index_map,
+                       dn.collapsed_slice_dims, len(index_shape) - 1)
+    masked = p["mode"].name in ("FILL_OR_DROP", "ONE_HOT")
+    fill = 0 if p["mode"].name == "ONE_HOT" else p["fill_value"]
+    if axes is None or (masked and fill is None):
+        return None  # (JAX's default fill value: the Python tier computes it)
+    operand, indices = ctx.bind(ins[0]), ctx.bind(ins[1])
+    buf = ctx.bind(f"np.empty({shape_src(out.shape)}, {ctx.dtype(out.dtype)})")
+    qs, parts, bounds = _point_loop(ctx, axes, shape, indices, index_shape[:-1], clamp=True)
+    target = f"{buf}{_index_src(_around(qs, set(dn.offset_dims), len(out.shape)))}"
+    if masked and bounds:
+        ctx.line(f"if {bounds}:")
+        ctx.line(f"    {target} = {operand}{_index_src(parts)}")
+        ctx.line("else:")
+        ctx.line(f"    {target} = {ctx.const(fill, out.dtype)}")
+    else:
+        ctx.line(f"{target} = {operand}{_index_src(parts)}")
+    ctx.indent -= len(qs)
+    return [buf]
+
+
+_COMBINES = {"scatter": None, "scatter-add": "+", "scatter-sub": "-", "scatter-mul": "*",
+             "scatter-min": "np.minimum", "scatter-max": "np.maximum"}
+
+
+def write_scatter(ctx, eqn, ins, target):
+    """Write a scatter of single elements along indexed axes into the array named
+    ``target``, update by update in row-major order (the last of duplicates wins, and
+    combining scatters accumulate in that order, as the impl's ``ufunc.at`` does)."""
+    dn, p = eqn.params["dimension_numbers"], eqn.params
+    shape = eqn.invars[0].aval.shape
+    index_shape, updates = eqn.invars[1].aval.shape, eqn.invars[2].aval
+    window_dims = [d for d in range(len(shape)) if d not in dn.inserted_window_dims
+                   and d not in dn.operand_batching_dims]
+    sizes = [1] * len(shape)
+    for d, u in zip(window_dims, dn.update_window_dims):
+        sizes[d] = updates.shape[u]
+    axes = _point_axes(shape, sizes, dn.operand_batching_dims, dn.scatter_indices_batching_dims,
+                       dn.scatter_dims_to_operand_dims, dn.inserted_window_dims,
+                       len(index_shape) - 1)
+    if axes is None or len(index_shape) - 1 != updates.ndim - len(dn.update_window_dims):
+        raise Unsupported("scatter of this form")
+    indices, values = ctx.bind(ins[1]), ctx.bind(ins[2])
+    clamp = p["mode"].name == "CLIP"
+    qs, parts, bounds = _point_loop(ctx, axes, shape, indices, index_shape[:-1], clamp)
+    bounds = None if clamp else bounds
+    if bounds:
+        ctx.line(f"if {bounds}:")
+        ctx.indent += 1
+    at = f"{target}{_index_src(parts)}"
+    value = f"{values}{_index_src(_around(qs, set(dn.update_window_dims), updates.ndim))}"
+    combine = _COMBINES[eqn.primitive.name]
+    if combine is None:
+        ctx.line(f"{at} = {value}")
+    elif combine.startswith("np."):
+        ctx.line(f"{at} = {combine}({at}, {value})")
+    else:
+        ctx.line(f"{at} = {at} {combine} {value}")
+    ctx.indent -= bool(bounds) + len(qs)
+
+
+def _scatter(ctx, eqn, ins):
+    buf = ctx.bind(f"{ins[0]}.copy()")
+    try:
+        write_scatter(ctx, eqn, ins, buf)
+    except Unsupported:
+        return None
+    return [buf]
+
+
+rules["gather"] = _gather
+for _name in _COMBINES:
+    rules[_name] = _scatter
+# the native tier's further updates written in place (the Python tier calls their ``into``)
+native_update_rules = {**update_rules, **dict.fromkeys(_COMBINES, write_scatter)}
+# primitives whose work is the part of their first operand they address, not its size: that
+# operand (and an update's result, written in place) may be larger than a body's values
+ADDRESSING = frozenset({"gather", "dynamic_slice", "dynamic_update_slice", *_COMBINES})
 
 
 # --- reductions and contractions -------------------------------------------------------------

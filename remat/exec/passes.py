@@ -193,10 +193,90 @@ def fold_scalar_broadcasts(jaxpr):
     return Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, eqns, jaxpr.debug_info)
 
 
+def fold_selected_updates(jaxpr):
+    """``select_n(p, x, update(x, ...))`` becomes one update of ``x`` that selects within the
+    updated part only (``registry.selected_update_forms``), where ``p`` is a scalar or a
+    broadcast of a predicate and the update's result has no other use. A vmapped while loop
+    with a batched predicate ends each step so, for every carry: the select read the carry
+    after its update, so the update copied the whole carry and the select made another (an
+    equinox loop setting one element of 100,000 a step: O(n) a step, O(n^2) a loop); now the
+    update is the carry's last use and writes into it."""
+    forms = registry.selected_update_forms
+    if not any(e.primitive in forms for e in jaxpr.eqns):
+        return jaxpr
+    uses = {}
+    for v in [v for e in jaxpr.eqns for v in e.invars] + list(jaxpr.outvars):
+        if type(v) is Var:
+            uses[v] = uses.get(v, 0) + 1
+    producer = {e.outvars[0]: (i, e) for i, e in enumerate(jaxpr.eqns) if len(e.outvars) == 1}
+    replaced, dropped = {}, set()
+    for i, eqn in enumerate(jaxpr.eqns):
+        if eqn.primitive is not registry.select_primitive or len(eqn.invars) != 3 or \
+                eqn.invars[0].aval.dtype != np.bool_:
+            continue
+        predicate = _broadcast_predicate(eqn.invars[0], eqn.outvars[0].aval.shape, producer)
+        for case in (1, 2):
+            y, x = eqn.invars[case], eqn.invars[3 - case]
+            if predicate is None or type(y) is not Var or type(x) is not Var or uses[y] != 1 \
+                    or y not in producer:
+                continue
+            at, update = producer[y]
+            if update.primitive not in forms or update.invars[0] is not x or at in dropped:
+                continue
+            form = forms[update.primitive](update, predicate[1], case - 1)
+            eqns = form and _traced_eqns(form, [predicate[0], *update.invars], eqn.outvars[0],
+                                         eqn.source_info)
+            if eqns:
+                replaced[i] = eqns
+                dropped.add(at)
+                break
+    if not replaced:
+        return jaxpr
+    eqns = []
+    for i, eqn in enumerate(jaxpr.eqns):
+        if i not in dropped:
+            eqns.extend(replaced.get(i, [eqn]))
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, eqns, jaxpr.debug_info)
+
+
+def _broadcast_predicate(pred, shape, producer):
+    """``(p, dims)`` where ``pred`` is ``p`` broadcast along ``dims`` of ``shape`` (each of
+    ``p``'s dimensions whole; a scalar along none); else None."""
+    if not pred.aval.shape:
+        return pred, ()
+    at_eqn = producer.get(pred) if type(pred) is Var else None
+    if at_eqn is None or at_eqn[1].primitive is not registry.broadcast_primitive:
+        return None
+    eqn = at_eqn[1]
+    p, dims = eqn.invars[0], tuple(eqn.params["broadcast_dimensions"])
+    if any(p.aval.shape[k] != shape[d] for k, d in enumerate(dims)):
+        return None
+    return p, dims
+
+
+def _traced_eqns(fn, atoms, out, info):
+    """The equations of ``fn`` applied to ``atoms``, its result written to ``out``; None where
+    its trace holds a constant array."""
+    closed = pe.trace_to_jaxpr(lambda *args: [fn(*args)], [a.aval for a in atoms])
+    inner = closed.jaxpr
+    if inner.constvars or not inner.eqns or inner.eqns[-1].outvars[0] is not inner.outvars[0]:
+        return None
+    env = dict(zip(inner.invars, atoms))
+    eqns = []
+    for e in inner.eqns:
+        outs = [Var(v.aval) for v in e.outvars]
+        eqns.append(JaxprEqn([env.get(v, v) if type(v) is not Literal else v for v in e.invars],
+                             outs, e.primitive, e.params, info))
+        env.update(zip(e.outvars, outs))
+    eqns[-1].outvars = [out]
+    return eqns
+
+
 def optimize_jaxpr(jaxpr):
-    """The pass pipeline run once per jitted jaxpr: inlining, constant folding, CSE, scalar
-    broadcasts folded into their elementwise uses, DCE, transposes folded into the products
-    they read."""
-    jaxpr = fold_scalar_broadcasts(cse_jaxpr(fold_constants(inline_calls(jaxpr))))
+    """The pass pipeline run once per jitted jaxpr: inlining, constant folding, CSE, selects of
+    updates folded into the updates, scalar broadcasts folded into their elementwise uses,
+    DCE, transposes folded into the products they read."""
+    jaxpr = fold_scalar_broadcasts(fold_selected_updates(
+        cse_jaxpr(fold_constants(inline_calls(jaxpr)))))
     jaxpr, _ = pe.dce_jaxpr(jaxpr)
     return fold_transposes(jaxpr)

@@ -4,7 +4,7 @@ executor's variants (in-place into a dying input, split across the workers)."""
 import numpy as np
 
 from remat.core import Literal
-from remat.runtime import memory, parallel
+from remat.runtime import memory, parallel, registry
 from remat.runtime.registry import donating_impls, elementwise_impls, update_impls
 
 # Primitives whose impl returns its operand(s) (output i is input i): no new buffer.
@@ -141,12 +141,19 @@ def default_updates():
     return all(prim.impl is impl for prim, (impl, _) in update_impls.items())
 
 
+def _new_array(eqn):
+    """Whether the equation's results are always new arrays, never views of an operand."""
+    return eqn.primitive in elementwise_impls or eqn.primitive.name == "copy" or \
+        eqn.primitive is registry.select_primitive and len(eqn.invars) > 2
+
+
 def updated_carries(jaxpr, carried):
     """The carries a loop body updates in place: ``{input position: output position}`` of
     ``carried`` (each carry's input position -> its output position) for a carry whose next
     value is an update equation (``update_donor``) of it, the carry's last use, while no other
     value that may view its buffer is still to be read (the results of any equation reading
-    it, but those of elementwise and ``copy`` equations, which are new arrays)."""
+    it, but those of elementwise and ``copy`` equations and of a ``select_n`` of two or more
+    cases, which are new arrays)."""
     producer = {v: (i, e) for i, e in enumerate(jaxpr.eqns) for v in e.outvars}
     last_use = {}
     for i, eqn in enumerate(jaxpr.eqns):
@@ -166,7 +173,7 @@ def updated_carries(jaxpr, carried):
         views = {v}
         for e in jaxpr.eqns[:at]:
             if any(x in views for x in e.invars if type(x) is not Literal) and \
-                    e.primitive not in elementwise_impls and e.primitive.name != "copy":
+                    not _new_array(e):
                 views.update(e.outvars)
         if all(x is v or (last_use.get(x, -1) < at and x not in outputs) for x in views):
             found[position] = out_position

@@ -635,6 +635,7 @@ def _bits_of(case, bits):
 
 select_n_p = standard_primitive("select_n", _select_n_impl, _select_n_abstract_eval)
 registry.scalar_broadcasting.add(select_n_p)
+registry.select_primitive = select_n_p
 
 
 def _select_n_batch(vals, dims):

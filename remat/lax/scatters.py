@@ -13,7 +13,18 @@ from remat.core import ShapedArray
 from remat.interpreters import ad, batching
 from remat.lax import rule_ops
 from remat.lax.control_flow.loops import while_loop
-from remat.lax.elementwise import add, convert_element_type, div, eq, gt, lt, mul, neg, select
+from remat.lax.elementwise import (
+    add,
+    convert_element_type,
+    div,
+    eq,
+    gt,
+    lt,
+    mul,
+    neg,
+    select,
+    select_n,
+)
 from remat.lax.gather_scatter_common import (
     GatherScatterMode,
     ScatterDimensionNumbers,
@@ -426,6 +437,61 @@ def scatter_batching_rule(prim, vals, dims, *, dimension_numbers, indices_are_so
     return prim.bind(operand, indices, updates, dimension_numbers=dnums, **params), 0
 
 
+def _identity(prim, dtype):
+    """The update that leaves an operand element as it is under ``prim``'s combine."""
+    if prim in (scatter_add_p, scatter_sub_p):  # x + -0.0 is x for every x, -0.0 included
+        return -0.0 if prim is scatter_add_p and dtypes.kind(dtype) in "fc" else 0
+    if prim is scatter_mul_p:
+        return 1
+    if dtypes.kind(dtype) == "f":
+        return np.inf if prim is scatter_min_p else -np.inf
+    info = np.iinfo(dtype) if dtypes.kind(dtype) in "iu" else None
+    if info is None:
+        return None
+    return info.max if prim is scatter_min_p else info.min
+
+
+def _selected_scatter(eqn, kept_dims, update_case):
+    """``select_n`` between a scatter's operand and its result, its predicate broadcast along
+    the operand's ``kept_dims``, as one scatter: the predicate, carried to each update along
+    the batching dimensions and the whole windows, picks the update or what keeps the operand
+    element (its value, read by the scatter's gather, or the combine's identity). None unless
+    every kept dimension is a batching dimension or a window as long as the operand's (a
+    predicate along a scattered dimension or a part window would vary with the index)."""
+    operand, indices, updates = (v.aval for v in eqn.invars)
+    dn = eqn.params["dimension_numbers"]
+    scatter_dims = [d for d in range(updates.ndim) if d not in dn.update_window_dims]
+    window_dims = [d for d in range(operand.ndim) if d not in dn.inserted_window_dims
+                   and d not in dn.operand_batching_dims]
+    if len(scatter_dims) != indices.ndim - 1 or operand.dtype != updates.dtype:
+        return None
+    update_dims = []
+    for d in kept_dims:
+        if d in dn.operand_batching_dims:
+            index_dim = dn.scatter_indices_batching_dims[dn.operand_batching_dims.index(d)]
+            update_dims.append(scatter_dims[index_dim])
+        elif d in window_dims and \
+                updates.shape[dn.update_window_dims[window_dims.index(d)]] == operand.shape[d]:
+            update_dims.append(dn.update_window_dims[window_dims.index(d)])
+        else:
+            return None
+    update_dims = tuple(update_dims)
+    if list(update_dims) != sorted(update_dims):
+        return None
+    prim = eqn.primitive
+    identity = None if prim is scatter_p else _identity(prim, updates.dtype)
+    if prim is not scatter_p and identity is None:
+        return None
+
+    def selected(pred, x, idx, u):
+        which = broadcast_in_dim(pred, updates.shape, update_dims)
+        kept = _scatter_gather(x, idx, dn, updates.shape, eqn.params["mode"]) \
+            if prim is scatter_p else full(updates.shape, identity, updates.dtype)
+        cases = (kept, u) if update_case == 1 else (u, kept)
+        return prim.bind(x, idx, select_n(which, *cases), **eqn.params)
+    return selected
+
+
 def _register_scatter_rules():
     for prim in (scatter_add_p, scatter_sub_p):
         ad.primitive_jvps[prim] = (lambda p: lambda primals, tangents, **params:
@@ -443,6 +509,7 @@ def _register_scatter_rules():
                  scatter_max_p):
         batching.primitive_batchers[prim] = (lambda p: lambda vals, dims, **params:
                                              scatter_batching_rule(p, vals, dims, **params))(prim)
+        registry.selected_update_forms[prim] = _selected_scatter
 
 
 _register_scatter_rules()

@@ -14,7 +14,7 @@ from remat import core, dtypes
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
 from remat.lax import rule_ops
-from remat.lax.elementwise import add, convert_element_type, lt, select
+from remat.lax.elementwise import add, convert_element_type, lt, select, select_n
 from remat.lax.gather_scatter_common import (
     GatherDimensionNumbers,
     GatherScatterMode,
@@ -412,6 +412,23 @@ def _dynamic_update_slice_batch(vals, dims):
                                  mode=GatherScatterMode.CLIP, unique_indices=True)
 
 
+def _selected_update_slice(eqn, kept_dims, update_case):
+    """``select_n`` between a dynamic update's operand and its result, its predicate broadcast
+    along the operand's ``kept_dims``, as one update of the selected block: None unless the
+    block spans each kept dimension whole (so the predicate is the same along the block)."""
+    operand, update = eqn.invars[0].aval, eqn.invars[1].aval
+    if any(update.shape[d] != operand.shape[d] for d in kept_dims):
+        return None
+
+    def selected(pred, x, u, *starts):
+        which = broadcast_in_dim(pred, update.shape, tuple(kept_dims))
+        kept = dynamic_slice_p.bind(x, *starts, slice_sizes=update.shape)
+        cases = (kept, u) if update_case == 1 else (u, kept)
+        return dynamic_update_slice_p.bind(x, select_n(which, *cases), *starts)
+    return selected
+
+
+registry.selected_update_forms[dynamic_update_slice_p] = _selected_update_slice
 ad.primitive_jvps[dynamic_update_slice_p] = _dynamic_update_slice_jvp
 ad.primitive_transposes[dynamic_update_slice_p] = _dynamic_update_slice_transpose
 batching.primitive_batchers[dynamic_update_slice_p] = _dynamic_update_slice_batch

@@ -26,6 +26,13 @@ read by the executor's planner and passes: the primitives stay below the executo
   part replaced (``dynamic_update_slice``); ``into(operand, *rest)`` writes that part into the
   operand itself, which the executor does where the operand dies there and nothing else holds
   its buffer;
+- ``selected_update_forms[prim](eqn, kept_dims, update_case) -> fn or None``: for an update
+  ``eqn`` of ``prim`` (one of ``update_impls``), ``select_n`` between its operand and its result
+  computed as an update: ``fn(pred, *eqn.invars)`` gives ``select_n(broadcast_in_dim(pred,
+  shape, kept_dims), *cases)``, the update being case ``update_case``, by selecting within the
+  updated part only, so the update stays its operand's last use and may write into it (a
+  vmapped while loop's batched predicate selects each carry after its step);
+  ``select_primitive`` is ``select_n`` (registered by ``remat.lax.elementwise``);
 - ``donating_impls[prim] = (impl, fn)``: ``fn(offered, taken, *args, **params) -> outs`` runs
   ``prim`` as its impl ``impl`` does (a loop), taking over operands its caller offers
   (``offered``: positions of operands that die there, whose buffers the caller owns alone)
@@ -45,4 +52,6 @@ in_order_forms = {}
 source_forms = {}
 host_results = set()
 update_impls = {}
+selected_update_forms = {}
+select_primitive = None  # select_n_p, registered by remat.lax.elementwise
 donating_impls = {}
