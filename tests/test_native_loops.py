@@ -997,3 +997,26 @@ def test_a_loading_kernel_gets_the_gil_promptly_and_the_interval_comes_back():
             assert sys.getswitchinterval() == pytest.approx(native.LOADING_SWITCH_INTERVAL)
         assert sys.getswitchinterval() == pytest.approx(native.LOADING_SWITCH_INTERVAL)
     assert sys.getswitchinterval() == before
+
+
+def test_a_kernel_compiled_for_other_types_leaves_the_call_to_the_python_tier(native_loops):
+    """A kernel loaded from the cache was compiled for the argument types recorded with its
+    source, which another process may have recorded for another loop of the same source (a
+    fuzz campaign met a float64 body's kernel in a float32 program, and numba refused the
+    call). A call the kernel has no signature for runs on the Python tier, and the loop goes
+    back to compile for its own types once hot."""
+    from remat.exec import loops
+
+    f = remat.jit(lambda x: lax.scan(lambda c, _: (c * 0.5 + 1.0, None), x, None, length=7)[0])
+    x = np.ones(3, np.float32)
+    want = f(x)
+    (loop,) = [loop for t in native_loops._loops.values() for loop in t.values()
+               if loop.source and "0.5" in loop.source and loop.state == "ready"]
+    other = np.ones(3, np.float64)  # (types the kernel was not compiled for)
+    hot, native_loops.HOT_SECONDS = native_loops.HOT_SECONDS, float("inf")
+    try:  # (not hot again at once: inside ``eager`` it would compile at this call)
+        out = loops._run_kernel(loop, loop.kernel, 0, [7, other])
+    finally:
+        native_loops.HOT_SECONDS = hot
+    assert loop.state == "cold" and loop.kernel is None
+    np.testing.assert_allclose(out[0], np.asarray(want, np.float64), rtol=1e-6)

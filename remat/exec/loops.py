@@ -71,6 +71,12 @@ def _run_kernel(loop, kernel, peak, args, written=()):
     with memory.held(peak), np.errstate(all="ignore"):
         try:
             out = kernel(*operands)
+        except TypeError as e:
+            if kernel is loop.python or not native.is_dispatch_error(e):
+                raise
+            loop.mismatched()  # (compiled for other types: the Python tier runs this call)
+            kernel, operands = loop.python, args
+            out = kernel(*operands)
         except Exception as e:
             at = native.raised_at(kernel, e) if kernel is loop.python else None
             if at is not None:

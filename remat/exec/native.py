@@ -368,6 +368,13 @@ class Loop:
         finally:
             _pending.discard(self)
 
+    def mismatched(self):
+        """A call's argument types are not those the kernel was compiled for (a kernel loaded
+        from the cache was compiled for the types another process recorded for the same
+        source: a float64 body's, say). The loop goes back to the Python tier, to compile
+        for its own types once hot again."""
+        self.kernel, self.state, self.spent, self.waited = None, "cold", 0.0, True
+
     def ready(self):
         if self.state == "loading" and self.spent and not self.waited:
             self.waited = True  # (the first call never waits, a later one once, and not long:
@@ -426,6 +433,12 @@ def while_loop(cond, body, cond_nconsts, body_nconsts, donated=()):
                  lambda native: while_source(_optimized(cond), _optimized(body),
                                              len(cond.consts) + cond_nconsts,
                                              len(body.consts) + body_nconsts, native, donated))
+
+
+def is_dispatch_error(error):
+    """Whether ``error`` is numba's refusal of arguments of types a kernel has no compiled
+    signature for (raised before the kernel runs)."""
+    return isinstance(error, TypeError) and str(error).startswith("No matching definition")
 
 
 def wait():
