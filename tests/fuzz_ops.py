@@ -54,7 +54,7 @@ def _while_update(kind):
 
         def body(carry):
             i, buf = carry
-            new = jnp.tanh(buf[i % n] * 0.5 + y0)
+            new = jnp.tanh(buf[i % n] * 0.5 + y0).astype(buf.dtype)  # (y may be wider)
             if kind == "set":
                 buf = buf.at[i].set(new)
             elif kind == "add":
