@@ -9,7 +9,7 @@ afresh at the next: a GRU's nine 16 MiB residual stacks, 5,500 page faults a cal
 its 270), and a small CNN's convolution temporaries (75 MiB of patches among them), 57,600
 faults a call (its step took 450 ms, and 245 ms with the thresholds below). On its first run
 remat sets the thresholds once for the process: blocks up to 256 MiB come from the heap, and
-up to 1 GiB of freed memory stays there for reuse (remat's memory accounting counts live
+up to 256 MiB of freed memory stays there for reuse (remat's memory accounting counts live
 buffers, not the process's resident memory, and is unchanged). A C library that refuses a
 threshold that high gets glibc's own maximum, 32 MiB.
 
@@ -32,7 +32,7 @@ import numpy as np
 
 MMAP_THRESHOLD = 256 << 20  # blocks from the heap up to this size
 FALLBACK_MMAP_THRESHOLD = 32 << 20  # glibc's own maximum, where it refuses the one above
-TRIM_THRESHOLD = 1 << 30  # freed memory kept at the top of the heap up to this much
+TRIM_THRESHOLD = 256 << 20  # freed memory kept at the top of the heap up to this much
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 _tuned = None  # whether they were set, once tried
