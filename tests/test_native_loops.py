@@ -295,6 +295,7 @@ def test_hot_loops_compile_in_the_background(monkeypatch, tmp_path):
     def run(x):
         return lax.scan(lambda c, _: (c * 0.25 + jnp.exp(-c), None), x, None, length=9)[0]
 
+    before = {id(loop) for t in native._loops.values() for loop in t.values()}
     f = remat.jit(run)
     x = np.full(2, 0.5, np.float32)
     with config.override("remat_native_loops", True):
@@ -304,7 +305,7 @@ def test_hot_loops_compile_in_the_background(monkeypatch, tmp_path):
         np.testing.assert_allclose(f(x), first, rtol=1e-6)
     assert elsewhere == [True]
     (kernel,) = [loop.kernel for t in native._loops.values() for loop in t.values()
-                 if loop.kernel is not None and loop.source and "0.25" in loop.source]
+                 if id(loop) not in before and loop.kernel is not None]
     assert sum(kernel.stats.cache_hits.values()) == 1 and not kernel.stats.cache_misses
 
 

@@ -757,11 +757,9 @@ _COMBINES = {"scatter": None, "scatter-add": "+", "scatter-sub": "-", "scatter-m
              "scatter-min": "np.minimum", "scatter-max": "np.maximum"}
 
 
-def write_scatter(ctx, eqn, ins, target):
-    """Write a scatter of single elements along indexed axes into the array named
-    ``target``, update by update in row-major order (the last of duplicates wins, and
-    combining scatters accumulate in that order, as the impl's ``ufunc.at`` does)."""
-    dn, p = eqn.params["dimension_numbers"], eqn.params
+def _scatter_axes(eqn):
+    """``_point_axes`` of a scatter's operand, or None."""
+    dn = eqn.params["dimension_numbers"]
     shape = eqn.invars[0].aval.shape
     index_shape, updates = eqn.invars[1].aval.shape, eqn.invars[2].aval
     window_dims = [d for d in range(len(shape)) if d not in dn.inserted_window_dims
@@ -769,10 +767,22 @@ def write_scatter(ctx, eqn, ins, target):
     sizes = [1] * len(shape)
     for d, u in zip(window_dims, dn.update_window_dims):
         sizes[d] = updates.shape[u]
-    axes = _point_axes(shape, sizes, dn.operand_batching_dims, dn.scatter_indices_batching_dims,
+    if len(index_shape) - 1 != updates.ndim - len(dn.update_window_dims):
+        return None
+    return _point_axes(shape, sizes, dn.operand_batching_dims, dn.scatter_indices_batching_dims,
                        dn.scatter_dims_to_operand_dims, dn.inserted_window_dims,
                        len(index_shape) - 1)
-    if axes is None or len(index_shape) - 1 != updates.ndim - len(dn.update_window_dims):
+
+
+def write_scatter(ctx, eqn, ins, target):
+    """Write a scatter of single elements along indexed axes into the array named
+    ``target``, update by update in row-major order (the last of duplicates wins, and
+    combining scatters accumulate in that order, as the impl's ``ufunc.at`` does)."""
+    dn, p = eqn.params["dimension_numbers"], eqn.params
+    shape = eqn.invars[0].aval.shape
+    index_shape, updates = eqn.invars[1].aval.shape, eqn.invars[2].aval
+    axes = _scatter_axes(eqn)
+    if axes is None:
         raise Unsupported("scatter of this form")
     indices, values = ctx.bind(ins[1]), ctx.bind(ins[2])
     clamp = p["mode"].name == "CLIP"
@@ -794,11 +804,10 @@ def write_scatter(ctx, eqn, ins, target):
 
 
 def _scatter(ctx, eqn, ins):
-    buf = ctx.bind(f"{ins[0]}.copy()")
-    try:
-        write_scatter(ctx, eqn, ins, buf)
-    except Unsupported:
+    if _scatter_axes(eqn) is None:
         return None
+    buf = ctx.bind(f"{ins[0]}.copy()")
+    write_scatter(ctx, eqn, ins, buf)
     return [buf]
 
 
