@@ -259,7 +259,10 @@ def _compile_queued():
             if not batch:
                 _compiler = None
                 return
-        _compile_elsewhere([(loop.source, types) for loop, types in batch])
+        try:
+            _compile_elsewhere([(loop.source, types) for loop, types in batch])
+        except Exception:  # (then each compiles here, and meets its error itself)
+            pass
         with _prompt_switching():
             for loop, types in batch:
                 loop._compile(types)
