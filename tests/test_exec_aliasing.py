@@ -243,3 +243,37 @@ def test_a_carry_updated_in_place_is_never_copied(loop, size, init, update):
         want = updated(update, want, [3.0], i)
     np.testing.assert_array_equal(out, want)
     assert peak_memory(fun, x) <= x.nbytes + 1024
+
+
+ROW_UPDATES = {
+    "dynamic_update_slice": lambda b, row, i: lax.dynamic_update_index_in_dim(b, row, i, 0),
+    "scatter": lambda b, row, i: b.at[i].set(row),
+    "scatter_add": lambda b, row, i: b.at[i].add(row),
+}
+
+
+@pytest.mark.parametrize("update", sorted(ROW_UPDATES))
+@pytest.mark.parametrize("steps", [0, 3])
+def test_a_carry_updated_in_place_keeps_its_layout_on_both_tiers(steps, update):
+    """A loop's carry of a transposed layout comes out of the Python loop kernel as out of the
+    plans run step by step, whether the loop ran (each update copies the operand's layout) or
+    not (the carry as it came): a later sum over it then rounds the same on both tiers. (A
+    C-contiguous copy for the kernel left the two a bit apart: campaign seed 9,800,195.)"""
+    from remat.exec.plan import generated, interpreted
+
+    put = ROW_UPDATES[update]
+
+    def run(x, n):
+        def body(s):
+            i, b = s
+            return i + 1, put(b, jnp.tanh(b[i]) * 3.0, i)
+        return lax.while_loop(lambda s: s[0] < n, body, (0, jnp.transpose(x * 2.0)))[1]
+
+    x = np.random.RandomState(0).randn(7, 5).astype(np.float32)
+    fun = remat.jit(run)
+    with generated():
+        kernel_out = np.asarray(fun(x, steps))
+    with interpreted():
+        plans_out = np.asarray(fun(x, steps))
+    np.testing.assert_array_equal(kernel_out, plans_out)
+    assert kernel_out.strides == plans_out.strides

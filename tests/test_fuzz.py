@@ -795,6 +795,12 @@ CAMPAIGN_REGRESSIONS = [
                           ('vmap', (1, 0, 1), 0, 'i')),
                 seed=44144, dtype='float32'),
     ),
+    # seed 9800195: the generated plan of a vmapped while loop that ran no step was an ulp from
+    # the interpreted plan: the Python loop kernel took a C-contiguous copy of the transposed
+    # carry, which the plans hand on as it came, and a later sum rounded otherwise
+    pytest.param(
+        Program(arg_shapes=((2, 3),), body=(('scan', 0, 0, None, (('op', 'c_abs_product', (2, 2), None), ('scan', 1.5, 2, None, (('call', 'checkpoint', (('both', ('offload_names', ('a',), ('b', 'c')), ('offload_names', ('a',), ('b',))), True), (), (('call', 'jit', None, (-1.5, 4, 2, 4, 4, 2, 1), (('op', 'ref_accumulate', (7, 3), None), ('op', 'at_set', (1, 13), None)), (14, 7)),), (7, 2)),), (4, 2)), ('call', 'jit', None, (-1.5,), (('op', 'empty_slice', (3,), None),), (2, 7)), ('op', 'c_sum_sq', (2, 6), None)), (2, 3)), ('op', 'slice', (1,), None), ('call', 'jit', None, (), (('scan', 1.5, 0, None, (('call', 'checkpoint', (('except', ('a', 'b')), False), (), (('call', 'jit', None, (5, 5, 4), (('op', 'softplus', (5,), None), ('op', 'at_add', (9, 4), None)), (8, 10)), ('op', 'where', (0.5, 2), None)), (8,)), ('op', 'softplus', (2,), None)), (2, 6)),), (0, 5)), ('call', 'checkpoint', (('offload_dot',), True), (0, 0.5), (('op', 'while_set', (5, 1), None), ('op', 'while_update_slice', (8, 0), None), ('op', 'cube', (2,), None)), (8,)), ('cond', 0, (2, 3), ((('op', 'sin', (8,), None), ('call', 'jit', None, (), (('op', 'dynamic_slice', (7,), None), ('op', 'c_conj_square', (6, 6), None)), (8,))), (7, 6)), ((('op', 'add', (1, 0), None), ('op', 'sin', (9,), None)), (4, 0))), ('op', 'flip', (7,), None), ('fori', 8, 2, ('any_but', ('a',)), (('op', 'sin', (10,), None), ('scan', 11, 8, ('everything',), (('op', 'astype_same', (11,), None), ('op', 'concat', (11, 11), None), ('op', 'abs', (9,), None)), (0, 8)), ('scan', 5, 0, None, (('op', 'div', (-1.5, 4), None), ('op', 'add', (12, 10), None), ('op', 'add', (5, 14), None)), (8, 2))), 5)), outs=(10,), wrappers=(('vmap', (0,), -1),), seed=45822, dtype='float64'),  # noqa: E501
+    ),
 ]
 
 

@@ -22,7 +22,7 @@ from remat.exec.native_rules import (
     shape_src,
     update_rules,
 )
-from remat.exec.passes import inline_calls
+from remat.exec.passes import optimize_jaxpr
 
 MAX_ELEMENTS = 1 << 16  # the largest value of a native body (larger work runs the executor)
 
@@ -132,7 +132,6 @@ class KernelWriter:
         itself (``store``), returned as they are (possibly unwritten on a tier that stores
         lazily). ``carried``: for the kernel's own loop body, each carry's input position ->
         its output position."""
-        jaxpr = inline_calls(jaxpr)  # (nested bodies: the top level comes optimized)
         with self.reusing(jaxpr, None if escaping is None else
                           [jaxpr.outvars[i] for i in escaping]):
             return Body(self, jaxpr, ins, stored, carried or {}).write()
@@ -158,6 +157,12 @@ class KernelWriter:
 
     # --- control flow inside a body ---
 
+    def nested(self, jaxpr, ins):
+        """A nested body (a loop's, a branch's, a call's) written inline, optimized as the
+        plan that runs it step by step is (the top level comes optimized): both tiers then
+        run the same equations, so their results agree bit for bit."""
+        return self.body(optimize_jaxpr(jaxpr), ins)
+
     def loop(self, jaxpr, consts, carry, xs, length, reverse):
         """A scan written inline: ``(carry names, stacked ys names)`` after it."""
         num_carry = len(carry)
@@ -168,7 +173,7 @@ class KernelWriter:
         self.line(f"for {it} in range({length}):")
         self.indent += 1
         self.line(f"{i} = {length - 1} - {it}" if reverse else f"{i} = {it}")
-        outs = self.body(jaxpr, list(consts) + carry_names + [self.bind(f"{x}[{i}]") for x in xs])
+        outs = self.nested(jaxpr, list(consts) + carry_names + [self.bind(f"{x}[{i}]") for x in xs])
         for y, src in zip(ys, outs[num_carry:]):
             self.line(f"{y}[{i}] = {src}")
         self.carry(carry_names, outs[:num_carry], [v.aval for v in jaxpr.outvars[:num_carry]])
@@ -198,10 +203,10 @@ class KernelWriter:
         carry = [self.bind(c) for c in ins[nc + nb:]]
         self.line("while True:")
         self.indent += 1
-        (pred,) = self.body(cond.jaxpr, ins[:nc] + carry)
+        (pred,) = self.nested(cond.jaxpr, ins[:nc] + carry)
         self.line(f"if not {pred}:")
         self.line("    break")
-        self.carry(carry, self.body(body.jaxpr, ins[nc:nc + nb] + carry),
+        self.carry(carry, self.nested(body.jaxpr, ins[nc:nc + nb] + carry),
                    [v.aval for v in body.jaxpr.outvars])
         self.indent -= 1
         return carry
@@ -216,7 +221,7 @@ class KernelWriter:
             last = k == len(branches) - 1
             self.line("else:" if last else f"{'if' if k == 0 else 'elif'} {index} == {k}:")
             self.indent += 1
-            srcs = self.body(branch.jaxpr, ins[1:])
+            srcs = self.nested(branch.jaxpr, ins[1:])
             for o, src, v in zip(outs, srcs, eqn.outvars):
                 self.line(f"{o} = {src}" if v.aval.shape else
                           f"{o} = {self.dtype(v.aval.dtype)}({src})")
@@ -229,7 +234,7 @@ class KernelWriter:
         closed = eqn.params["call_jaxpr"]
         if closed.consts:
             raise Unsupported(f"a {eqn.primitive.name} with constants")
-        return self.body(closed.jaxpr, ins)
+        return self.nested(closed.jaxpr, ins)
 
     control_flow = {"scan": _scan, "while": _while, "cond": _cond, "custom_jvp_call": _call,
                     "custom_vjp_call": _call, "custom_remat_call": _call}

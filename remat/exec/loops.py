@@ -134,7 +134,7 @@ def _scan(args, jaxpr, num_consts, num_carry, length, reverse, taken):
         kernel = _kernel(loop)
         if kernel is not None and length:
             written = {1 + len(jaxpr.consts) + num_consts + j for j in updated}
-            held = _kernel_carries(carry, updated, taken)
+            held = _kernel_carries(loop, kernel, carry, updated, taken)
             try:
                 operands = [length, *jaxpr.consts, *consts, *carry, *xs, *ys]
                 written.update(len(operands) - 1 - i for i in range(len(ys)))
@@ -151,14 +151,16 @@ def _scan(args, jaxpr, num_consts, num_carry, length, reverse, taken):
     return carry + ys
 
 
-def _kernel_carries(carry, updated, taken):
+def _kernel_carries(loop, kernel, carry, updated, taken):
     """Make ``carry`` (in place) what a loop kernel writes into: the ``updated`` carries the
     loop took over as they are, the others copied (the loop's own, tracked). Returns the
-    buffers the loop holds."""
+    buffers the loop holds. A native kernel takes C-contiguous copies; the Python one takes
+    the layout a plan's copy keeps (a later sum of the carry rounds as the plans' does)."""
+    order = "K" if kernel is loop.python else "C"
     held = []
     for j in updated:
         if j not in taken:
-            carry[j] = np.array(carry[j], order="C")
+            carry[j] = np.array(carry[j], order=order)
             memory.track(carry[j])
         held.append(carry[j])
     return held
@@ -249,7 +251,7 @@ def _while(args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, taken):
     peak = max(_iteration_peak(cond_jaxpr),
                _iteration_peak(body_jaxpr, _positions(body_nconsts, updated)))
     carry = list(args[cond_nconsts + body_nconsts:])
-    held = _kernel_carries(carry, updated, taken)
+    held = _kernel_carries(loop, kernel, carry, updated, taken)
     try:
         operands = [*cond_jaxpr.consts, *args[:cond_nconsts], *body_jaxpr.consts,
                     *args[cond_nconsts:cond_nconsts + body_nconsts], *carry]

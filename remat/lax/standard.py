@@ -29,9 +29,11 @@ def standard_primitive(name, impl, abstract_eval, multiple_results=False):
 
 def copying_impl(into):
     """The impl of an update primitive whose ``into(operand, *rest, **params)`` writes its
-    result into the operand itself (``registry.update_impls``): ``into`` on a copy."""
+    result into the operand itself (``registry.update_impls``): ``into`` on a copy, of the
+    operand's layout (as the update in place keeps it, so a later sum rounds the same either
+    way)."""
     def impl(operand, *rest, **params):
-        out = operand.copy()
+        out = operand.copy(order="K")
         into(out, *rest, **params)
         return out
 
