@@ -166,3 +166,25 @@ def test_point_gathers_and_scatters_on_both_tiers(native_loops, mode):
                        for loop in table.values()]
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("update", ["literal", "computed"])
+def test_a_scatter_of_one_rank_0_update_in_a_native_loop(native_loops, update):
+    """A scatter whose update is a single element (rank 0: a scalar in a kernel's body, as
+    equinox's checkpointed while loop marks its slots) runs natively, as the impl does."""
+    dnums = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
+                                        scatter_dims_to_operand_dims=(0,))
+
+    def body(c, k):
+        value = np.float32(-1.0) if update == "literal" else c[(k + 1) % 6] * 2.0
+        return lax.scatter(c, k[None], value, dnums), c[k]
+
+    run = remat.jit(lambda c: lax.scan(body, c, np.arange(6, dtype=np.int32)))
+    c = np.linspace(-1.0, 1.0, 6).astype(np.float32)
+    with remat.config.override("remat_native_loops", False):
+        want = run(c)
+    got = run(c)
+    assert "ready" in [loop.state for table in native_loops._loops.values()
+                       for loop in table.values()]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)

@@ -792,7 +792,9 @@ def write_scatter(ctx, eqn, ins, target):
         ctx.line(f"if {bounds}:")
         ctx.indent += 1
     at = f"{target}{_index_src(parts)}"
-    value = f"{values}{_index_src(_around(qs, set(dn.update_window_dims), updates.ndim))}"
+    value = values if not updates.ndim else \
+        f"{values}{_index_src(_around(qs, set(dn.update_window_dims), updates.ndim))}"  # (a
+    # rank-0 update is a scalar in a kernel's body)
     combine = _COMBINES[eqn.primitive.name]
     if combine is None:
         ctx.line(f"{at} = {value}")
