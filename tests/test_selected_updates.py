@@ -136,10 +136,32 @@ def test_a_large_carry_the_body_only_addresses_runs_natively(native_loops, kind)
         want = f(*args)
     got = f(*args)
     assert "ready" in [loop.state for table in native_loops._loops.values()
-                       for loop in table.values() if loop.source and str(n - 1) in loop.source]
+                       for loop in table.values() if loop.source and n in loop.values]
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
     assert np.asarray(got[1])[:, n - 60:].any()
+
+
+def test_loops_over_buffers_of_other_sizes_share_one_native_kernel(native_loops):
+    """The buffer's size reaches the kernel as its loop's constant (``c[1].size``) and its
+    bounds: both are read at run time, not written into the source, so loops over buffers of
+    another size run the kernel compiled once (equinox's ``test_speed_buffer_while`` times
+    seven sizes)."""
+    sources = {}
+    for n in (300, 500):
+        before = {id(loop) for table in native_loops._loops.values() for loop in table.values()}
+        f = _vmapped_while(n, "set")
+        args = np.array([n - 60, n - 5]), np.zeros((2, n), np.float32)
+        with remat.config.override("remat_native_loops", False):
+            want = f(*args)
+        got = f(*args)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+        (loop,) = [loop for table in native_loops._loops.values() for loop in table.values()
+                   if id(loop) not in before and loop.source]
+        assert loop.state == "ready" and n in loop.values
+        sources[n] = loop.source
+    assert sources[300] == sources[500]
 
 
 @pytest.mark.parametrize("mode", [None, "clip", "drop", "fill"])

@@ -66,7 +66,7 @@ def _run_kernel(loop, kernel, peak, args, written=()):
     the body's modelled peak; the time it took counts towards compiling the loop natively."""
     # (the Python kernel takes the operands as the plans would: their layout decides BLAS's
     # rounding; a native kernel's argument types need them canonical)
-    operands = args if kernel is loop.python else native.canonical_operands(args, written)
+    operands = args if kernel is loop.python else loop.native_operands(args, written)
     start = time.perf_counter()
     with memory.held(peak), np.errstate(all="ignore"):
         try:

@@ -23,6 +23,7 @@ import importlib.metadata
 import importlib.util
 import os
 import pickle
+import re
 import subprocess
 import sys
 import threading
@@ -293,12 +294,13 @@ class Loop:
     """One loop body's kernels: the Python one from the start, time spent in it, then the
     native one."""
 
-    __slots__ = ("source", "python", "spent", "kernel", "state", "error", "thread", "waited",
-                 "__weakref__")
+    __slots__ = ("source", "values", "python", "spent", "kernel", "state", "error", "thread",
+                 "waited", "__weakref__")
 
-    def __init__(self, python, source, error=None):
+    def __init__(self, python, source, error=None, values=()):
         self.python = python  # the Python tier's kernel, or None (the plans run the loop)
         self.source = source  # the native kernel's source, or None
+        self.values = values  # its typed constants, its last operand where there are any
         self.spent = 0.0
         self.kernel = None
         self.state = "cold" if source is not None else \
@@ -333,7 +335,13 @@ class Loop:
         """The Python tier ran for ``seconds`` on ``args`` (those at the positions ``written``
         written by the kernel): start compiling once hot."""
         self.heat(seconds, lambda: tuple(
-            numba.typeof(a) for a in canonical_operands(args, written)))
+            numba.typeof(a) for a in self.native_operands(args, written)))
+
+    def native_operands(self, args, written=()):
+        """``args`` as the native kernel takes them (``canonical_operands``), its constants
+        last."""
+        operands = canonical_operands(args, written)
+        return operands + [self.values] if self.values else operands
 
     def heat(self, seconds, types):
         """Add ``seconds`` spent on the Python side: once hot, compile for the argument types
@@ -400,20 +408,46 @@ def _loop(jaxpr, key, write):
     loop = table.get(key)
     if loop is None:
         python = source = error = None
+        values = ()
         try:
             python = _python_kernel(*write(False))
             if numba is not None:
                 try:
-                    source, _ = write(True)
+                    source, values = _constants_as_operand(write(True)[0])
                 except Unsupported:
                     raise
                 except Exception as e:  # a writer's bug must not break a loop that runs
                     error = e.with_traceback(None)
         except Unsupported as e:
             error = e.with_traceback(None)  # (its frames would keep the body's consts alive)
-        loop = table[key] = Loop(python, source, error)
+        loop = table[key] = Loop(python, source, error, values)
         loop.warm_start()
     return loop
+
+
+_CONSTANT = re.compile(r"^    (q\d+) = np\.(\w+)\((.*)\)$")
+
+
+def _constants_as_operand(source):
+    """A kernel's source with its typed constants (``KernelWriter.const``) read from an
+    operand, a tuple, instead of written in it; and that tuple. Loops that differ only in a
+    constant (``step < xs.size`` of a buffer of another size) then share one source, so one
+    compile and one cache entry serve them all."""
+    lines = source.split("\n")
+    values = []
+    for k, line in enumerate(lines):
+        match = _CONSTANT.match(line)
+        scalar = getattr(np, match.group(2), None) if match else None
+        if scalar is None or not isinstance(scalar, type) or not issubclass(scalar, np.number):
+            continue
+        text = match.group(3).replace("np.", "")
+        values.append(scalar(text))
+        lines[k] = f"    {match.group(1)} = _q[{len(values) - 1}]"
+    if not values:
+        return source, ()
+    assert lines[0].startswith("def kernel(") and lines[0].endswith("):")
+    lines[0] = lines[0][:-2] + ", _q):"
+    return "\n".join(lines), tuple(values)
 
 
 def _optimized(closed):

@@ -632,15 +632,18 @@ def _iota(ctx, eqn, ins):
 rules["iota"] = _iota
 
 
-def _clamped_starts(ctx, eqn, starts, sizes):
-    shape = eqn.invars[0].aval.shape
-    return [ctx.bind(f"min(max(int({s}), 0), {n - k})") for s, n, k in zip(starts, shape, sizes)]
+def _clamped_starts(ctx, operand, starts, sizes):
+    """The starts clamped into the array ``operand``'s bounds, read from its shape (not
+    written in: a loop over a buffer of another size runs the same kernel)."""
+    return [ctx.bind(f"min(max(int({s}), 0), {operand}.shape[{d}] - {k})")
+            for d, (s, k) in enumerate(zip(starts, sizes))]
 
 
 def _dynamic_slice(ctx, eqn, ins):
     sizes = eqn.params["slice_sizes"]
-    starts = _clamped_starts(ctx, eqn, ins[1:], sizes)
-    return [f"{ins[0]}{_index_src([f'{s}:{s} + {k}' for s, k in zip(starts, sizes)])}"]
+    operand = ins[0] if ins[0].isidentifier() else ctx.bind(ins[0])
+    starts = _clamped_starts(ctx, operand, ins[1:], sizes)
+    return [f"{operand}{_index_src([f'{s}:{s} + {k}' for s, k in zip(starts, sizes)])}"]
 
 
 rules["dynamic_slice"] = _dynamic_slice
@@ -650,7 +653,7 @@ def write_update(ctx, eqn, ins, target):
     """Write the update of a ``dynamic_update_slice`` (``ins``: its operands' sources) into
     the array named ``target``."""
     sizes = eqn.invars[1].aval.shape
-    starts = _clamped_starts(ctx, eqn, ins[2:], sizes)
+    starts = _clamped_starts(ctx, target, ins[2:], sizes)
     ctx.line(f"{target}{_index_src([f'{s}:{s} + {k}' for s, k in zip(starts, sizes)])} = "
              f"{ins[1]}")
 
@@ -697,10 +700,11 @@ def _point_axes(shape, sizes, batching, index_batching, indexed, collapsed, batc
     return axes
 
 
-def _point_loop(ctx, axes, shape, indices, batch_shape, clamp):
-    """Open a loop over the batch elements; the operand's index parts there and the condition
-    that every index is in bounds (None where there is no index), the indices clamped into
-    bounds where ``clamp``."""
+def _point_loop(ctx, axes, operand, indices, batch_shape, clamp):
+    """Open a loop over the batch elements; the array ``operand``'s index parts there and the
+    condition that every index is in bounds (None where there is no index), the indices
+    clamped into bounds where ``clamp``. The bounds are read from ``operand``'s shape, not
+    written in: a loop over a buffer of another size runs the same kernel."""
     qs = [ctx.fresh() for _ in batch_shape]
     for q, n in zip(qs, batch_shape):
         ctx.line(f"for {q} in range({n}):")
@@ -713,9 +717,10 @@ def _point_loop(ctx, axes, shape, indices, batch_shape, clamp):
             parts.append(":")
         else:
             start = ctx.bind(f"int({indices}[{', '.join([*qs, str(k)])}])")
-            bounds.append(f"0 <= {start} <= {shape[d] - 1}")
+            last = f"{operand}.shape[{d}] - 1"
+            bounds.append(f"0 <= {start} <= {last}")
             if clamp:
-                ctx.line(f"{start}_ = min(max({start}, 0), {shape[d] - 1})")
+                ctx.line(f"{start}_ = min(max({start}, 0), {last})")
                 start += "_"
             parts.append(start if kind == "index" else f"{start}:{start} + 1")
     return qs, parts, " and ".join(bounds) or None
@@ -740,7 +745,7 @@ def _gather(ctx, eqn, ins):
         return None  # (JAX's default fill value: the Python tier computes it)
     operand, indices = ctx.bind(ins[0]), ctx.bind(ins[1])
     buf = ctx.bind(f"np.empty({shape_src(out.shape)}, {ctx.dtype(out.dtype)})")
-    qs, parts, bounds = _point_loop(ctx, axes, shape, indices, index_shape[:-1], clamp=True)
+    qs, parts, bounds = _point_loop(ctx, axes, operand, indices, index_shape[:-1], clamp=True)
     target = f"{buf}{_index_src(_around(qs, set(dn.offset_dims), len(out.shape)))}"
     if masked and bounds:
         ctx.line(f"if {bounds}:")
@@ -779,14 +784,13 @@ def write_scatter(ctx, eqn, ins, target):
     ``target``, update by update in row-major order (the last of duplicates wins, and
     combining scatters accumulate in that order, as the impl's ``ufunc.at`` does)."""
     dn, p = eqn.params["dimension_numbers"], eqn.params
-    shape = eqn.invars[0].aval.shape
     index_shape, updates = eqn.invars[1].aval.shape, eqn.invars[2].aval
     axes = _scatter_axes(eqn)
     if axes is None:
         raise Unsupported("scatter of this form")
     indices, values = ctx.bind(ins[1]), ctx.bind(ins[2])
     clamp = p["mode"].name == "CLIP"
-    qs, parts, bounds = _point_loop(ctx, axes, shape, indices, index_shape[:-1], clamp)
+    qs, parts, bounds = _point_loop(ctx, axes, target, indices, index_shape[:-1], clamp)
     bounds = None if clamp else bounds
     if bounds:
         ctx.line(f"if {bounds}:")
