@@ -164,6 +164,33 @@ def test_loops_over_buffers_of_other_sizes_share_one_native_kernel(native_loops)
     assert sources[300] == sources[500]
 
 
+def test_a_loop_of_a_source_compiled_here_is_native_from_its_first_call(native_loops):
+    """A loop over a buffer of another size (a new trace) whose kernel this process has
+    compiled already runs it at once: no Python-tier first call, no load from the cache."""
+    def added(before):
+        return [loop for table in native_loops._loops.values() for loop in table.values()
+                if id(loop) not in before and loop.source]
+
+    def loops():
+        return {id(loop) for table in native_loops._loops.values() for loop in table.values()}
+
+    before = loops()
+    _vmapped_while(700, "add")(np.array([600, 690]), np.zeros((2, 700), np.float32))
+    (first,) = added(before)
+    assert first.state == "ready"
+    before = loops()
+    n = 900
+    f = _vmapped_while(n, "add")
+    args = np.array([n - 60, n - 5]), np.zeros((2, n), np.float32)
+    with remat.config.override("remat_native_loops", False):
+        want = f(*args)
+    (loop,) = added(before)  # (made by the Python tier's run: ready before the native one)
+    assert loop.source == first.source and loop.state == "ready"
+    got = f(*args)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
 @pytest.mark.parametrize("mode", [None, "clip", "drop", "fill"])
 def test_point_gathers_and_scatters_on_both_tiers(native_loops, mode):
     """Reads and writes of single rows (a window along the other axis) at indices that go out

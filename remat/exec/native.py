@@ -373,6 +373,7 @@ class Loop:
             kernel.disable_compile()  # a call with other types must not compile in line
             if self.state == "compiling":
                 _record_types(self.source, types)
+            _dispatchers[self.source] = kernel
             self.kernel, self.state = kernel, "ready"
         except Exception as e:  # numba could not type it: the Python kernel stays
             self.error, self.state = e.with_traceback(None), "failed"
@@ -394,6 +395,9 @@ class Loop:
 
 
 _pending = weakref.WeakSet()
+# source -> its kernel, once loaded in this process: a new loop of a source another loop has
+# compiled (a buffer of another size, the same body traced again) is native from its first call
+_dispatchers = {}
 _loops = weakref.WeakKeyDictionary()  # body jaxpr -> {static params: Loop}
 _synchronous = False
 
@@ -421,7 +425,11 @@ def _loop(jaxpr, key, write):
         except Unsupported as e:
             error = e.with_traceback(None)  # (its frames would keep the body's consts alive)
         loop = table[key] = Loop(python, source, error, values)
-        loop.warm_start()
+        kernel = _dispatchers.get(source)
+        if kernel is not None:  # (compiled in this process for a loop of the same source)
+            loop.kernel, loop.state = kernel, "ready"
+        else:
+            loop.warm_start()
     return loop
 
 
