@@ -329,10 +329,12 @@ def test_hot_kernels_compile_one_process_at_a_time(monkeypatch, tmp_path):
             running.pop()
 
     monkeypatch.setattr(native, "_compile_elsewhere", counted)
+    monkeypatch.setattr(native, "_dispatchers", {})  # (none compiled in this process yet)
 
-    def run(x):
-        for k in (0.5, 0.375, 0.125):
-            x = lax.scan(lambda c, _, k=k: (c * k + jnp.exp(-c), None), x, None, length=5)[0]
+    def run(x):  # (three bodies of three sources: constants alone would share one)
+        for step in (lambda c: c * 0.5 + jnp.exp(-c), lambda c: c * 0.375 - jnp.sin(c),
+                     lambda c: c * 0.125 + jnp.cos(c)):
+            x = lax.scan(lambda c, _, step=step: (step(c), None), x, None, length=5)[0]
         return x
 
     f = remat.jit(run)
