@@ -207,19 +207,20 @@ def test_point_gathers_and_scatters_on_both_tiers(native_loops, mode):
         return new, rows.sum()
 
     run = remat.jit(lambda c: lax.scan(body, c, np.arange(5)))
-    _native_as_python(native_loops, run, np.linspace(-1.0, 1.0, 24).reshape(8, 3)
-                      .astype(np.float32))
+    got, want, states = _on_both_tiers(native_loops, run, np.linspace(-1.0, 1.0, 24)
+                                       .reshape(8, 3).astype(np.float32))
+    assert "ready" in states
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
 
 
-def _native_as_python(native_loops, run, *args):
-    """``run(*args)`` with a loop ready natively gives the Python tier's values."""
+def _on_both_tiers(native_loops, run, *args):
+    """``run(*args)`` on the native tier, on the Python tier, and the loops' states."""
     with remat.config.override("remat_native_loops", False):
         want = run(*args)
     got = run(*args)
-    assert "ready" in [loop.state for table in native_loops._loops.values()
+    return got, want, [loop.state for table in native_loops._loops.values()
                        for loop in table.values()]
-    for g, w in zip(got, want):
-        np.testing.assert_array_equal(g, w)
 
 
 @pytest.mark.parametrize("update", ["literal", "computed"])
@@ -234,4 +235,8 @@ def test_a_scatter_of_one_rank_0_update_in_a_native_loop(native_loops, update):
         return lax.scatter(c, k[None], value, dnums), c[k]
 
     run = remat.jit(lambda c: lax.scan(body, c, np.arange(6, dtype=np.int32)))
-    _native_as_python(native_loops, run, np.linspace(-1.0, 1.0, 6).astype(np.float32))
+    got, want, states = _on_both_tiers(native_loops, run,
+                                       np.linspace(-1.0, 1.0, 6).astype(np.float32))
+    assert "ready" in states
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)

@@ -40,14 +40,16 @@ def _check_operands(*jaxprs, max_elements=None):
 
 def scan_source(jaxpr, num_consts, num_carry, reverse, native, donated=()):
     """``kernel(length, *consts, *carry, *xs, *ys) -> carry``: the scan, ys written in place
-    (and the ``donated`` carries, where the body updates them). Returns the kernel's source
-    and the objects its namespace needs."""
+    (and the ``donated`` carries, where the body updates them). Returns the kernel's source,
+    the objects its namespace needs and, on the native tier, its constants (its last operand
+    ``_q`` where there are any)."""
     _check_operands(jaxpr)
     num_xs = len(jaxpr.invars) - num_consts - num_carry
     num_ys = len(jaxpr.outvars) - num_carry
     consts = [f"k{i}" for i in range(num_consts)]
     k = (NativeKernel if native else PythonKernel)(consts)
     k.donated = frozenset(num_consts + j for j in donated)
+    k.values = [] if native else None
     carry = [f"c{i}" for i in range(num_carry)]
     xs = [f"xs{i}" for i in range(num_xs)]
     ys = [f"ys{i}" for i in range(num_ys)]
@@ -62,17 +64,19 @@ def scan_source(jaxpr, num_consts, num_carry, reverse, native, donated=()):
     k.carry(carry, outs[:num_carry], [v.aval for v in jaxpr.outvars[:num_carry]])
     k.indent -= 1
     k.line(f"return ({''.join(c + ', ' for c in carry)})")
-    return k.source(["length"] + consts + carry + xs + ys), k.objects
+    return k.source(["length"] + consts + carry + xs + ys), k.objects, tuple(k.values or ())
 
 
 def while_source(cond, body, cond_nconsts, body_nconsts, native, donated=()):
-    """``kernel(*cond_consts, *body_consts, *carry) -> carry`` (and its namespace's objects;
-    the ``donated`` carries written in place, where the body updates them)."""
+    """``kernel(*cond_consts, *body_consts, *carry) -> carry`` (and its namespace's objects and
+    native constants, as ``scan_source``; the ``donated`` carries written in place, where the
+    body updates them)."""
     _check_operands(cond, body)
     cconsts = [f"a{i}" for i in range(cond_nconsts)]
     bconsts = [f"b{i}" for i in range(body_nconsts)]
     k = (NativeKernel if native else PythonKernel)(cconsts + bconsts)
     k.donated = frozenset(body_nconsts + j for j in donated)
+    k.values = [] if native else None
     carry = [f"c{i}" for i in range(len(body.outvars))]
     k.line("while True:")
     k.indent += 1
@@ -84,7 +88,7 @@ def while_source(cond, body, cond_nconsts, body_nconsts, native, donated=()):
             [v.aval for v in body.outvars])
     k.indent -= 1
     k.line(f"return ({''.join(c + ', ' for c in carry)})")
-    return k.source(cconsts + bconsts + carry), k.objects
+    return k.source(cconsts + bconsts + carry), k.objects, tuple(k.values or ())
 
 
 def elementwise_source(jaxpr, donated=None):

@@ -46,6 +46,9 @@ class KernelWriter:
         self.preamble = []  # statements before the loop: work on loop-invariant values only
         self.invariant = set(invariant)  # names of loop-invariant values
         self.constants = {}  # source of a typed constant -> its name
+        self.values = None  # a loop kernel's constants read from its operand ``_q``, in order
+        # (None: written into the source; a list: loops differing only in a constant, such as
+        # ``step < xs.size`` of a buffer of another size, share one source and one compile)
         self.max_elements = MAX_ELEMENTS
         self.donated = frozenset()  # positions of the kernel's own loop body's carries that
         # the caller handed over: they are written in place without a copy first
@@ -82,6 +85,10 @@ class KernelWriter:
         name = self.constants.get(src)
         if name is None:
             name = self.constants[src] = f"q{len(self.constants)}"
+            if self.values is not None and getattr(np, dtype.name, None) is dtype.type and \
+                    issubclass(dtype.type, np.number):
+                self.values.append(dtype.type(text.replace("np.", "")))
+                src = f"_q[{len(self.values) - 1}]"
             self.preamble.append(f"    {name} = {src}")
             self.invariant.add(name)
         return name
@@ -247,6 +254,7 @@ class KernelWriter:
 
     def source(self, params):
         """The kernel function's source (``_k``: the helpers, ``np``: NumPy)."""
+        params = [*params, "_q"] if self.values else params
         return "\n".join([f"def kernel({', '.join(params)}):"] + self.preamble + self.lines) + "\n"
 
 

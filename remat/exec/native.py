@@ -23,7 +23,6 @@ import importlib.metadata
 import importlib.util
 import os
 import pickle
-import re
 import subprocess
 import sys
 import threading
@@ -414,10 +413,10 @@ def _loop(jaxpr, key, write):
         python = source = error = None
         values = ()
         try:
-            python = _python_kernel(*write(False))
+            python = _python_kernel(*write(False)[:2])
             if numba is not None:
                 try:
-                    source, values = _constants_as_operand(write(True)[0])
+                    source, _, values = write(True)
                 except Unsupported:
                     raise
                 except Exception as e:  # a writer's bug must not break a loop that runs
@@ -431,31 +430,6 @@ def _loop(jaxpr, key, write):
         else:
             loop.warm_start()
     return loop
-
-
-_CONSTANT = re.compile(r"^    (q\d+) = np\.(\w+)\((.*)\)$")
-
-
-def _constants_as_operand(source):
-    """A kernel's source with its typed constants (``KernelWriter.const``) read from an
-    operand, a tuple, instead of written in it; and that tuple. Loops that differ only in a
-    constant (``step < xs.size`` of a buffer of another size) then share one source, so one
-    compile and one cache entry serve them all."""
-    lines = source.split("\n")
-    values = []
-    for k, line in enumerate(lines):
-        match = _CONSTANT.match(line)
-        scalar = getattr(np, match.group(2), None) if match else None
-        if scalar is None or not isinstance(scalar, type) or not issubclass(scalar, np.number):
-            continue
-        text = match.group(3).replace("np.", "")
-        values.append(scalar(text))
-        lines[k] = f"    {match.group(1)} = _q[{len(values) - 1}]"
-    if not values:
-        return source, ()
-    assert lines[0].startswith("def kernel(") and lines[0].endswith("):")
-    lines[0] = lines[0][:-2] + ", _q):"
-    return "\n".join(lines), tuple(values)
 
 
 def _optimized(closed):
