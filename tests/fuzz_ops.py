@@ -36,14 +36,28 @@ def _needs(pred, shape_fn=_same):
     return lambda shapes, param: shape_fn(shapes, param) if pred(shapes[0], param) else None
 
 
+def _checked(ns, v):
+    """``v``, through a cond branch that calls back into Python where all of ``v`` is above
+    0.5 (the callback hands ``v`` back: the shape of equinox's runtime checks). A native loop
+    kernel cannot write that branch: it exits there, and the call reruns on the Python tier."""
+    def passed(a):
+        return np.asarray(a)
+
+    def call_back(a):
+        return ns.jax.pure_callback(passed, ns.jax.ShapeDtypeStruct(a.shape, a.dtype), a,
+                                    vmap_method="sequential")
+    return ns.lax.cond(ns.jnp.all(v > 0.5), call_back, lambda a: a, v)
+
+
 def _while_update(kind):
     """A while loop of a data-dependent trip count (0 to ``len(x) + 1``: one step may fall out
     of bounds) that reads one row of a buffer (``x``) and writes a function of it back, by
-    ``.at[i].set``, ``.at[i].add`` or a dynamic update: under ``vmap`` its predicate is
-    batched, so each step ends in a ``select_n`` of the buffer and its update (which remat
+    ``.at[i].set`` (the new row checked for ``checked``: ``_checked``; the row read drawn at
+    random for ``random``), ``.at[i].add`` or a dynamic update: under ``vmap`` its predicate
+    is batched, so each step ends in a ``select_n`` of the buffer and its update (which remat
     runs as one update in place), and the row reads and writes are the point gathers and
-    scatters of the native tier. Its value goes through the loop, its derivative (as
-    ``x``'s) around it: JAX has no reverse mode for ``while_loop``."""
+    scatters of the native tier. Its value goes through the loop, its derivative (as ``x``'s)
+    around it: JAX has no reverse mode for ``while_loop``."""
     def apply(ns, x, y):
         jnp, lax = ns.jnp, ns.lax
         x0, y0 = lax.stop_gradient(x), lax.stop_gradient(y)
@@ -55,7 +69,12 @@ def _while_update(kind):
         def body(carry):
             i, buf = carry
             new = jnp.tanh(buf[i % n] * 0.5 + y0).astype(buf.dtype)  # (y may be wider)
-            if kind == "set":
+            if kind == "random":  # (a row drawn by ``randint``: threefry and uint32 rem)
+                j = ns.jax.random.randint(ns.jax.random.PRNGKey(i), (), 0, n)
+                buf = buf.at[i].set(jnp.tanh(buf[j] * 0.5 + y0).astype(buf.dtype))
+            elif kind == "checked":
+                buf = buf.at[i].set(_checked(ns, new))
+            elif kind == "set":
                 buf = buf.at[i].set(new)
             elif kind == "add":
                 buf = buf.at[i].add(new)
@@ -67,7 +86,7 @@ def _while_update(kind):
     return apply
 
 
-WHILE_OPS = ("while_set", "while_add", "while_update_slice")
+WHILE_OPS = ("while_set", "while_add", "while_update_slice", "while_checked", "while_random")
 
 
 def _safe_div(ns, x, y):

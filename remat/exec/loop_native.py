@@ -83,6 +83,13 @@ class NativeKernel(KernelWriter):
         self.one_pass = False  # lazy values stay lazy, however many use them (see
         # elementwise_source: its results are computed together, in one loop nest)
 
+    def written_so_far(self):
+        return super().written_so_far(), dict(self.memo)
+
+    def take_back(self, saved):
+        saved, self.memo = saved
+        super().take_back(saved)
+
     @contextlib.contextmanager
     def reusing(self, jaxpr, escaping):
         saved = self.reusable

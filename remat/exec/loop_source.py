@@ -42,7 +42,7 @@ def scan_source(jaxpr, num_consts, num_carry, reverse, native, donated=()):
     """``kernel(length, *consts, *carry, *xs, *ys) -> carry``: the scan, ys written in place
     (and the ``donated`` carries, where the body updates them). Returns the kernel's source,
     the objects its namespace needs and, on the native tier, its constants (its last operand
-    ``_q`` where there are any)."""
+    ``_q`` where there are any) and whether it may exit (``BranchNotNative``)."""
     _check_operands(jaxpr)
     num_xs = len(jaxpr.invars) - num_consts - num_carry
     num_ys = len(jaxpr.outvars) - num_carry
@@ -50,6 +50,7 @@ def scan_source(jaxpr, num_consts, num_carry, reverse, native, donated=()):
     k = (NativeKernel if native else PythonKernel)(consts)
     k.donated = frozenset(num_consts + j for j in donated)
     k.values = [] if native else None
+    k.may_exit = native
     carry = [f"c{i}" for i in range(num_carry)]
     xs = [f"xs{i}" for i in range(num_xs)]
     ys = [f"ys{i}" for i in range(num_ys)]
@@ -64,7 +65,8 @@ def scan_source(jaxpr, num_consts, num_carry, reverse, native, donated=()):
     k.carry(carry, outs[:num_carry], [v.aval for v in jaxpr.outvars[:num_carry]])
     k.indent -= 1
     k.line(f"return ({''.join(c + ', ' for c in carry)})")
-    return k.source(["length"] + consts + carry + xs + ys), k.objects, tuple(k.values or ())
+    return k.source(["length"] + consts + carry + xs + ys), k.objects, tuple(k.values or ()), \
+        k.exits
 
 
 def while_source(cond, body, cond_nconsts, body_nconsts, native, donated=()):
@@ -77,9 +79,13 @@ def while_source(cond, body, cond_nconsts, body_nconsts, native, donated=()):
     k = (NativeKernel if native else PythonKernel)(cconsts + bconsts)
     k.donated = frozenset(body_nconsts + j for j in donated)
     k.values = [] if native else None
+    k.may_exit = native
     carry = [f"c{i}" for i in range(len(body.outvars))]
     k.line("while True:")
     k.indent += 1
+    if not native:  # (between iterations: the native kernel, once ready, goes on from here)
+        k.line("if _native_ready[0]:")
+        k.line(f"    raise _HandOver(({''.join(c + ', ' for c in carry)}))")
     (pred,) = k.body(cond, cconsts + carry, escaping=())
     k.line(f"if not {pred}:")
     k.line("    break")
@@ -88,7 +94,7 @@ def while_source(cond, body, cond_nconsts, body_nconsts, native, donated=()):
             [v.aval for v in body.outvars])
     k.indent -= 1
     k.line(f"return ({''.join(c + ', ' for c in carry)})")
-    return k.source(cconsts + bconsts + carry), k.objects, tuple(k.values or ())
+    return k.source(cconsts + bconsts + carry), k.objects, tuple(k.values or ()), k.exits
 
 
 def elementwise_source(jaxpr, donated=None):

@@ -52,6 +52,8 @@ class KernelWriter:
         self.max_elements = MAX_ELEMENTS
         self.donated = frozenset()  # positions of the kernel's own loop body's carries that
         # the caller handed over: they are written in place without a copy first
+        self.may_exit = False  # a cond branch it cannot write exits the kernel (``branch``)
+        self.exits = False  # whether some branch does
 
     def fresh(self):
         self.count += 1
@@ -224,18 +226,55 @@ class KernelWriter:
             raise Unsupported("a cond branch with constants")
         outs = [self.fresh() for _ in eqn.outvars]
         index = ins[0]
+        written = 0
         for k, branch in enumerate(branches):
             last = k == len(branches) - 1
             self.line("else:" if last else f"{'if' if k == 0 else 'elif'} {index} == {k}:")
             self.indent += 1
-            srcs = self.nested(branch.jaxpr, ins[1:])
-            for o, src, v in zip(outs, srcs, eqn.outvars):
-                self.line(f"{o} = {src}" if v.aval.shape else
-                          f"{o} = {self.dtype(v.aval.dtype)}({src})")
-            if not outs:
-                self.line("pass")
+            srcs = self.branch(branch.jaxpr, ins[1:])
+            if srcs is None:
+                self.line("raise _k.BranchNotNative")
+            else:
+                written += 1
+                for o, src, v in zip(outs, srcs, eqn.outvars):
+                    self.line(f"{o} = {src}" if v.aval.shape else
+                              f"{o} = {self.dtype(v.aval.dtype)}({src})")
+                if not outs:
+                    self.line("pass")
             self.indent -= 1
+        if not written:
+            raise Unsupported("a cond of no branch the native tier can write")
         return outs
+
+    def branch(self, jaxpr, ins):
+        """A cond branch written inline: its outputs' sources. Where the kernel may exit
+        (``may_exit``: a native loop kernel, whose caller then reruns the call on the Python
+        tier) and the branch cannot be written, None: nothing of it is kept, and the caller
+        writes the exit instead. So a loop whose rarely taken branch calls back into Python
+        (equinox's runtime checks raise from one) still runs natively."""
+        if not self.may_exit:
+            return self.nested(jaxpr, ins)
+        saved = self.written_so_far()
+        try:
+            return self.nested(jaxpr, ins)
+        except Unsupported:
+            self.take_back(saved)
+            self.exits = True
+            return None
+
+    def written_so_far(self):
+        """What ``take_back`` restores: everything a body's writing adds to."""
+        return (len(self.lines), len(self.preamble), self.indent, dict(self.constants),
+                None if self.values is None else len(self.values), set(self.invariant),
+                dict(self.objects))
+
+    def take_back(self, saved):
+        """Forget what was written since ``written_so_far`` gave ``saved``."""
+        lines, preamble, self.indent, self.constants, values, self.invariant, \
+            self.objects = saved
+        del self.lines[lines:], self.preamble[preamble:]
+        if values is not None:
+            del self.values[values:]
 
     def _call(self, eqn, ins):
         closed = eqn.params["call_jaxpr"]

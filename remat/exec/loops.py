@@ -3,6 +3,7 @@ plans (or, once a loop of tiny arrays is hot, its native kernel: ``native``), ``
 the chosen branch's plan. These are the primitives' impls, registered here so that
 ``remat.lax`` knows nothing of the executor."""
 
+import contextlib
 import time
 
 import numpy as np
@@ -10,6 +11,7 @@ import numpy as np
 from remat import core
 from remat.exec import native, plan
 from remat.exec.loop_constants import transposed_constants
+from remat.exec.native_rules import BranchNotNative
 from remat.exec.peaks import plan_peaks
 from remat.exec.plan import _plan_and_consts, evaluate, prepared
 from remat.exec.steps import default_updates, updated_carries
@@ -42,10 +44,12 @@ def _updated_carries(closed, first, num_carry):
     return tuple(sorted(position - start for position in found))
 
 
-def _taken(closed, first, num_carry, offered):
+def _taken(closed, first, num_carry, offered, loop):
     """The carries a loop takes over from its caller (offered, and updated in place by its
-    body: only then can the body's writes keep the buffer the caller still refers to)."""
-    if not offered or not default_updates():
+    body: only then can the body's writes keep the buffer the caller still refers to). None
+    where its native kernel may exit (``BranchNotNative``), from the call's start or from a
+    Python-tier call handed over to it: the call then reruns from the carries as they came."""
+    if not offered or not default_updates() or loop is not None and loop.exits:
         return ()
     return tuple(j for j in _updated_carries(closed, first, num_carry)
                  if first + j in offered)
@@ -61,6 +65,16 @@ def _kernel(loop):
     return loop.ready() or loop.python
 
 
+def _rerun_on_exit(loop, kernel, run):
+    """``run(kernel)``, rerun with the Python kernel where the native one (called, or handed
+    over to) exits at a branch it has no code for (its operands are as they came: ``_taken``)."""
+    try:
+        return run(kernel)
+    except BranchNotNative as e:
+        loop.exited(e)
+        return run(loop.python)
+
+
 def _run_kernel(loop, kernel, peak, args, written=()):
     """``kernel(*args)`` (the operands at the positions ``written`` written by it) accounted at
     the body's modelled peak; the time it took counts towards compiling the loop natively."""
@@ -68,9 +82,16 @@ def _run_kernel(loop, kernel, peak, args, written=()):
     # rounding; a native kernel's argument types need them canonical)
     operands = args if kernel is loop.python else loop.native_operands(args, written)
     start = time.perf_counter()
-    with memory.held(peak), np.errstate(all="ignore"):
+    watched = contextlib.nullcontext()
+    if kernel is loop.python:
+        watched = native.running(loop, operands, written)
+        if not native.enabled():
+            loop.native_ready[0] = False  # (no hand-over while the native tier is off)
+    with memory.held(peak), np.errstate(all="ignore"), watched:
         try:
             out = kernel(*operands)
+        except native.HandOver as h:
+            out = _handed_over(loop, args, h.carries, written)
         except TypeError as e:
             if kernel is loop.python or not native.is_dispatch_error(e):
                 raise
@@ -85,6 +106,20 @@ def _run_kernel(loop, kernel, peak, args, written=()):
     if kernel is loop.python:
         loop.observe(time.perf_counter() - start, operands, written)
     return out
+
+
+def _handed_over(loop, args, carries, written):
+    """The rest of a while loop's call, from the ``carries`` its Python-tier kernel reached
+    when the native kernel became ready (``native.HandOver``): on the native kernel, or on
+    the Python tier where the native one was compiled for other types."""
+    args = [*args[:len(args) - len(carries)], *carries]
+    try:
+        return loop.kernel(*loop.native_operands(args, written))
+    except TypeError as e:
+        if not native.is_dispatch_error(e):
+            raise
+        loop.mismatched()  # (which lowers the flag: the Python tier runs to the end)
+        return loop.python(*args)
 
 
 def _transposed_copies(constants, sources):
@@ -107,18 +142,22 @@ def donating_scan(offered, taken_out, *args, jaxpr, num_consts, num_carry, lengt
     positions; those it takes are added to ``taken_out`` at once)."""
     body, sources = transposed_constants(jaxpr, num_consts)
     copies = _transposed_copies([*jaxpr.consts, *args[:num_consts]], sources)
-    taken = _taken(body, num_consts + len(copies), num_carry,
-                   {i + len(copies) for i in offered})
-    taken_out.extend(num_consts + j for j in taken)
+    num_consts += len(copies)
+    updated = _updated_carries(body, num_consts, num_carry) if default_updates() else ()
+    loop = native.scan_loop(body, num_consts, num_carry, reverse, updated) \
+        if not any(_offloaded_outputs(body)[num_carry:]) else None
+    kernel = _kernel(loop)
+    taken = _taken(body, num_consts, num_carry, {i + len(copies) for i in offered}, loop)
+    taken_out.extend(num_consts - len(copies) + j for j in taken)
     try:
-        return _scan(copies + list(args), body, num_consts + len(copies), num_carry, length,
-                     reverse, taken)
+        return _scan(copies + list(args), body, num_consts, num_carry, length, reverse, loop,
+                     kernel if length else None, updated, taken)
     finally:
         for c in copies:
             memory.untrack(c)
 
 
-def _scan(args, jaxpr, num_consts, num_carry, length, reverse, taken):
+def _scan(args, jaxpr, num_consts, num_carry, length, reverse, loop, kernel, updated, taken):
     consts = list(args[:num_consts])
     carry = list(args[num_consts:num_consts + num_carry])
     xs = list(args[num_consts + num_carry:])
@@ -128,27 +167,26 @@ def _scan(args, jaxpr, num_consts, num_carry, length, reverse, taken):
     for y in ys:
         memory.track(y)
     try:
-        updated = _updated_carries(jaxpr, num_consts, num_carry) if default_updates() else ()
-        loop = native.scan_loop(jaxpr, num_consts, num_carry, reverse, updated) \
-            if not any(offloaded) else None
-        kernel = _kernel(loop)
-        if kernel is not None and length:
-            written = {1 + len(jaxpr.consts) + num_consts + j for j in updated}
-            held = _kernel_carries(loop, kernel, carry, updated, taken)
+        if kernel is None:
+            return _scan_steps(jaxpr, consts, carry, xs, ys, num_carry, length, reverse,
+                               taken) + ys
+
+        def run(kernel):
+            carries = list(carry)
+            held = _kernel_carries(loop, kernel, carries, updated, taken)
             try:
-                operands = [length, *jaxpr.consts, *consts, *carry, *xs, *ys]
+                operands = [length, *jaxpr.consts, *consts, *carries, *xs, *ys]
+                written = {1 + len(jaxpr.consts) + num_consts + j for j in updated}
                 written.update(len(operands) - 1 - i for i in range(len(ys)))
-                out = _run_kernel(loop, kernel, _iteration_peak(
+                return _run_kernel(loop, kernel, _iteration_peak(
                     jaxpr, _positions(num_consts, updated)), operands, written)
             finally:  # (held through the kernel's run; now its result holds them)
                 _let_go(held, [True] * len(held))
-            carry = [np.asarray(c, a.dtype) for c, a in zip(out, jaxpr.out_avals[:num_carry])]
-        else:
-            carry = _scan_steps(jaxpr, consts, carry, xs, ys, num_carry, length, reverse, taken)
+        out = _rerun_on_exit(loop, kernel, run)
+        return [np.asarray(c, a.dtype) for c, a in zip(out, jaxpr.out_avals[:num_carry])] + ys
     finally:
         for y in ys:
             memory.untrack(y)
-    return carry + ys
 
 
 def _kernel_carries(loop, kernel, carry, updated, taken):
@@ -230,24 +268,26 @@ def donating_while(offered, taken_out, *args, cond_jaxpr, body_jaxpr, cond_ncons
     args = [*args[:cond_nconsts], *copies, *args[cond_nconsts:]]
     num_carry = len(body_jaxpr.out_avals)
     first = cond_nconsts + body_nconsts
-    taken = _taken(body, body_nconsts + len(copies), num_carry,
-                   {i - cond_nconsts + len(copies) for i in offered if i >= first})
+    body_nconsts += len(copies)
+    updated = _updated_carries(body, body_nconsts, num_carry) if default_updates() else ()
+    loop = native.while_loop(cond_jaxpr, body, cond_nconsts, body_nconsts, updated)
+    kernel = _kernel(loop)
+    taken = _taken(body, body_nconsts, num_carry,
+                   {i - cond_nconsts + len(copies) for i in offered if i >= first}, loop)
     taken_out.extend(first + j for j in taken)
     try:
-        return _while(args, cond_jaxpr, body, cond_nconsts, body_nconsts + len(copies), taken)
+        if kernel is None:
+            return _while_steps(args, cond_jaxpr, body, cond_nconsts, body_nconsts, taken)
+        return _rerun_on_exit(loop, kernel, lambda kernel: _while_kernel(
+            loop, kernel, args, cond_jaxpr, body, cond_nconsts, body_nconsts, updated, taken))
     finally:
         for c in copies:
             memory.untrack(c)
 
 
-def _while(args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, taken):
+def _while_kernel(loop, kernel, args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts,
+                  updated, taken):
     num_carry = len(body_jaxpr.out_avals)
-    updated = _updated_carries(body_jaxpr, body_nconsts, num_carry) \
-        if default_updates() else ()
-    loop = native.while_loop(cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, updated)
-    kernel = _kernel(loop)
-    if kernel is None:
-        return _while_steps(args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, taken)
     peak = max(_iteration_peak(cond_jaxpr),
                _iteration_peak(body_jaxpr, _positions(body_nconsts, updated)))
     carry = list(args[cond_nconsts + body_nconsts:])

@@ -26,6 +26,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 import warnings
 import weakref
 from pathlib import Path
@@ -62,9 +63,20 @@ def _normalized(out, dtype):
     return out if out.dtype == dtype else out.astype(dtype)
 
 
-def _python_kernel(source, objects):
-    """The kernel as ordinary Python on NumPy (``objects``: the impls and params it calls)."""
-    namespace = {"np": np, "_normalized": _normalized, **objects}
+class HandOver(Exception):  # noqa: N818 (not an error: a Python-tier call's way out)
+    """Raised by a Python-tier while kernel between two iterations once its loop's native
+    kernel is ready (``Loop.native_ready``): the native kernel goes on from ``carries``."""
+
+    def __init__(self, carries):
+        super().__init__()
+        self.carries = carries
+
+
+def _python_kernel(source, objects, native_ready):
+    """The kernel as ordinary Python on NumPy (``objects``: the impls and params it calls;
+    ``native_ready``: the loop's flag a while kernel reads between iterations)."""
+    namespace = {"np": np, "_normalized": _normalized, "_HandOver": HandOver,
+                 "_native_ready": native_ready, **objects}
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     exec(compile(source, f"<remat loop {digest}>", "exec"), namespace)
     kernel = namespace["kernel"]
@@ -259,11 +271,14 @@ def _compile_queued():
             if not batch:
                 _compiler = None
                 return
-        try:
-            _compile_elsewhere([(loop.source, types) for loop, types in batch])
-        except Exception:  # (then each compiles here, and meets its error itself)
-            pass
+        # (the GIL handed over promptly throughout: writing the kernels' files and pickling
+        # their types gave it up at each file operation, and then waited the running Python
+        # tier's whole switch interval for it: 13 s before the compiling process started)
         with _prompt_switching():
+            try:
+                _compile_elsewhere([(loop.source, types) for loop, types in batch])
+            except Exception:  # (then each compiles here, and meets its error itself)
+                pass
             for loop, types in batch:
                 loop._compile(types)
 
@@ -293,13 +308,17 @@ class Loop:
     """One loop body's kernels: the Python one from the start, time spent in it, then the
     native one."""
 
-    __slots__ = ("source", "values", "python", "spent", "kernel", "state", "error", "thread",
-                 "waited", "__weakref__")
+    __slots__ = ("source", "values", "exits", "python", "native_ready", "spent", "kernel",
+                 "state", "error", "thread", "waited", "__weakref__")
 
-    def __init__(self, python, source, error=None, values=()):
+    def __init__(self, python, source, error=None, values=(), exits=False, native_ready=None):
         self.python = python  # the Python tier's kernel, or None (the plans run the loop)
+        # [whether a running Python-tier call should hand over to the native kernel] (read
+        # by a while kernel between iterations: a long first call goes native once compiled)
+        self.native_ready = native_ready if native_ready is not None else [False]
         self.source = source  # the native kernel's source, or None
         self.values = values  # its typed constants, its last operand where there are any
+        self.exits = exits  # whether it may exit at a branch it has no code for
         self.spent = 0.0
         self.kernel = None
         self.state = "cold" if source is not None else \
@@ -345,23 +364,25 @@ class Loop:
     def heat(self, seconds, types):
         """Add ``seconds`` spent on the Python side: once hot, compile for the argument types
         ``types()`` gives."""
-        if self.state == "loading":
-            self.spent += seconds  # (a warm kernel is being loaded: later calls wait for it)
-        if self.state != "cold" or not enabled():
-            return
-        self.spent += seconds
-        if self.spent >= HOT_SECONDS:
-            self.state = "compiling"
-            try:
-                types = types()
-            except ValueError as e:  # (an operand type numba does not have)
-                self.error, self.state = e.with_traceback(None), "failed"
+        with _heat_lock:  # (a call's thread and the watcher of long calls, ``running``)
+            if self.state == "loading":
+                self.spent += seconds  # (a warm kernel is being loaded: later calls wait)
+            if self.state != "cold" or not enabled():
                 return
-            if _synchronous:
-                self._compile(types)
-            else:
-                _pending.add(self)
-                _compile_later(self, types)
+            self.spent += seconds
+            if self.spent < HOT_SECONDS:
+                return
+            self.state = "compiling"
+        try:
+            types = types()
+        except ValueError as e:  # (an operand type numba does not have)
+            self.error, self.state = e.with_traceback(None), "failed"
+            return
+        if _synchronous:
+            self._compile(types)
+        else:
+            _pending.add(self)
+            _compile_later(self, types)
 
     def _compile(self, types):
         """Load the kernel, compiled for ``types``: from the cache where an earlier run or the
@@ -374,6 +395,7 @@ class Loop:
                 _record_types(self.source, types)
             _dispatchers[self.source] = kernel
             self.kernel, self.state = kernel, "ready"
+            self.native_ready[0] = enabled()
         except Exception as e:  # numba could not type it: the Python kernel stays
             self.error, self.state = e.with_traceback(None), "failed"
         finally:
@@ -385,12 +407,70 @@ class Loop:
         source: a float64 body's, say). The loop goes back to the Python tier, to compile
         for its own types once hot again."""
         self.kernel, self.state, self.spent, self.waited = None, "cold", 0.0, True
+        self.native_ready[0] = False
+
+    def exited(self, error):
+        """The native kernel reached a branch it has no code for (``BranchNotNative``): the
+        Python tier reruns the call, and runs the loop from now on (a branch taken once, such
+        as an error's, may well be taken again)."""
+        self.kernel, self.state, self.error = None, "exited", error.with_traceback(None)
+        self.native_ready[0] = False
 
     def ready(self):
         if self.state == "loading" and self.spent and not self.waited:
             self.waited = True  # (the first call never waits, a later one once, and not long:
             self.thread.join(WARM_WAIT)  # a cache numba cannot use means compiling afresh)
         return self.kernel if self.state == "ready" and enabled() else None
+
+
+_heat_lock = threading.Lock()
+
+
+# --- long calls: hot while they run --------------------------------------------------------
+
+_running = {}  # token -> (deadline, loop, operands, written): Python-tier calls being watched
+_running_changed = threading.Condition()
+_watcher = None  # the thread that watches them, once one has run
+
+
+@contextlib.contextmanager
+def running(loop, args, written=()):
+    """A Python-tier call of ``loop`` on ``args`` (those at the positions ``written`` written
+    by it) runs inside: should it outlast the loop's heat budget, the loop is hot at once and
+    compiles while the call goes on (the heat is otherwise added after a call: equinox's
+    100,000-step loop ran 23 s before compiling, and its second call 21 s more)."""
+    global _watcher
+    if loop.state != "cold" or not enabled() or _synchronous:
+        yield
+        return
+    token = object()
+    with _running_changed:
+        _running[token] = (time.perf_counter() + HOT_SECONDS - loop.spent, loop, args, written)
+        if _watcher is None:
+            _watcher = threading.Thread(target=_watch, name="remat-native-watch", daemon=True)
+            _watcher.start()
+        _running_changed.notify()
+    try:
+        yield
+    finally:
+        with _running_changed:
+            _running.pop(token, None)
+
+
+def _watch():
+    """Heat the loops whose watched calls (``running``) outlast their deadlines."""
+    while True:
+        with _running_changed:
+            now = time.perf_counter()
+            due = [token for token, entry in _running.items() if entry[0] <= now]
+            entries = [_running.pop(token) for token in due]
+            if not entries:
+                deadlines = [entry[0] for entry in _running.values()]
+                _running_changed.wait(min(deadlines) - now if deadlines else None)
+                continue
+        with _prompt_switching():  # (numba's import, for the argument types, reads files)
+            for _, loop, args, written in entries:
+                loop.observe(HOT_SECONDS, args, written)
 
 
 _pending = weakref.WeakSet()
@@ -411,22 +491,23 @@ def _loop(jaxpr, key, write):
     loop = table.get(key)
     if loop is None:
         python = source = error = None
-        values = ()
+        values, exits, native_ready = (), False, [False]
         try:
-            python = _python_kernel(*write(False)[:2])
+            python = _python_kernel(*write(False)[:2], native_ready)
             if numba is not None:
                 try:
-                    source, _, values = write(True)
+                    source, _, values, exits = write(True)
                 except Unsupported:
                     raise
                 except Exception as e:  # a writer's bug must not break a loop that runs
                     error = e.with_traceback(None)
         except Unsupported as e:
             error = e.with_traceback(None)  # (its frames would keep the body's consts alive)
-        loop = table[key] = Loop(python, source, error, values)
+        loop = table[key] = Loop(python, source, error, values, exits, native_ready)
         kernel = _dispatchers.get(source)
         if kernel is not None:  # (compiled in this process for a loop of the same source)
             loop.kernel, loop.state = kernel, "ready"
+            native_ready[0] = True
         else:
             loop.warm_start()
     return loop

@@ -9,6 +9,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from remat.exec.native_rules import BranchNotNative  # noqa: F401 (kernels raise _k.BranchNotNative)
+
 # XLA's float32 tanh: a rational approximation on [-c, c] (saturated beyond), exact to a few
 # ulp; numba's tanhf is several times slower.
 _TANH_CLAMP = np.float32(7.90531110763549805)
@@ -114,6 +116,50 @@ def int_rem(x, y):
     r = x % safe
     r = r - safe if r != 0 and (x < 0) != (safe < 0) else r
     return r if y != 0 else x
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def uint_rem(x, y):
+    """lax's unsigned integer remainder; ``x % 0`` is ``x``."""
+    return x % y if y != 0 else x
+
+
+_THREEFRY_PARITY = np.uint32(0x1BD11BDA)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _rotated(b, r):
+    return np.uint32(np.uint32(b << np.uint32(r)) | np.uint32(b >> np.uint32(32 - r)))
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _mixed(a, b, r):
+    a = np.uint32(a + b)
+    return a, np.uint32(_rotated(b, r) ^ a)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def threefry_pair(k1, k2, x1, x2):
+    """Threefry-2x32 with 20 rounds on one pair of uint32 words, as ``remat.random``'s
+    ``threefry2x32`` impl computes it (every sum wraps at 32 bits): its two words."""
+    k3 = np.uint32(k1 ^ k2 ^ _THREEFRY_PARITY)
+    a, b = np.uint32(x1 + k1), np.uint32(x2 + k2)
+    for i in range(5):
+        if i % 2 == 0:
+            a, b = _mixed(a, b, 13)
+            a, b = _mixed(a, b, 15)
+            a, b = _mixed(a, b, 26)
+            a, b = _mixed(a, b, 6)
+        else:
+            a, b = _mixed(a, b, 17)
+            a, b = _mixed(a, b, 29)
+            a, b = _mixed(a, b, 16)
+            a, b = _mixed(a, b, 24)
+        j = (i + 1) % 3
+        a = np.uint32(a + (k1 if j == 0 else k2 if j == 1 else k3))
+        j = (i + 2) % 3
+        b = np.uint32(b + (k1 if j == 0 else k2 if j == 1 else k3) + np.uint32(i + 1))
+    return a, b
 
 
 @njit(cache=True, error_model="numpy")

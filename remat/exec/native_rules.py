@@ -16,6 +16,13 @@ rules = {}
 class Unsupported(Exception):
     """The body has an equation the native tier cannot write."""
 
+
+class BranchNotNative(Exception):
+    """Raised by a native loop kernel that reached a ``cond`` branch its tier could not write
+    (a callback's, such as a runtime check's error branch): the loop's caller reruns the call
+    on the Python tier, from the operands the kernel left as they were."""
+
+
 NATIVE_DTYPES = frozenset(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
     np.uint64, np.float32, np.float64))
@@ -68,20 +75,21 @@ for _name, _f in {**_FLOAT_UNARY, **_FLOAT_BINARY}.items():
 
 def _div(ctx, eqn, ins):
     if not np.issubdtype(_out(eqn).dtype, np.floating):
-        return _int_scalar("int_div", eqn, ins)  # (toward zero in lax: not numba's //)
+        return _int_scalar("int_div", eqn, ins) if _out(eqn).dtype.kind == "i" else None
+        # (toward zero in lax: not numba's //)
     return [f"({ins[0]} / {ins[1]})"]
 
 
 def _int_scalar(helper, eqn, ins):
-    """A signed integer div/rem of scalars by its helper (arrays: their fused loops)."""
-    if _out(eqn).dtype.kind != "i" or any(_rank(v) for v in eqn.invars):
+    """An integer div/rem of scalars by its helper (arrays: their fused loops)."""
+    if _out(eqn).dtype.kind not in "iu" or any(_rank(v) for v in eqn.invars):
         return None
     return [f"_k.{helper}({ins[0]}, {ins[1]})"]
 
 
 def _rem(ctx, eqn, ins):
     if not np.issubdtype(_out(eqn).dtype, np.floating):
-        return _int_scalar("int_rem", eqn, ins)
+        return _int_scalar("uint_rem" if _out(eqn).dtype.kind == "u" else "int_rem", eqn, ins)
     return [f"np.fmod({ins[0]}, {ins[1]})"]
 
 
@@ -268,11 +276,14 @@ def _exp(x, dtype):
 
 
 def _element_int(name, float_form):
-    """Integer div/rem as lax computes them (signed types: the helpers compute in int64)."""
+    """Integer div/rem as lax computes them (signed types: the helpers compute in int64;
+    unsigned: rem only, ``uint_rem``)."""
     def rule(ctx, eqn, ins):
         dtype = _out(eqn).dtype
         if np.issubdtype(dtype, np.floating):
             return float_form(ctx, eqn, ins)
+        if dtype.kind == "u" and name == "int_rem":
+            return f"_k.uint_rem({ins[0]}, {ins[1]})"
         return f"_k.{name}({ins[0]}, {ins[1]})" if dtype.kind == "i" else None
     return rule
 
@@ -923,3 +934,28 @@ def _dot_general(ctx, eqn, ins):
 
 
 rules["dot_general"] = _dot_general
+
+
+def _threefry2x32(ctx, eqn, ins):
+    """``remat.random``'s hash, element by element (``_k.threefry_pair``); operands of the
+    output's shape or rank-0."""
+    shape = _out(eqn).shape
+    if any(_rank(v) and v.aval.shape != shape for v in eqn.invars):
+        return None
+    if not shape:
+        pair = ctx.bind(f"_k.threefry_pair({', '.join(ins)})")
+        return [f"{pair}[0]", f"{pair}[1]"]
+    a, b = (ctx.bind(f"np.empty({shape_src(shape)}, np.uint32)") for _ in range(2))
+    idx = [ctx.fresh() for _ in shape]
+    for j, n in zip(idx, shape):
+        ctx.line(f"for {j} in range({n}):")
+        ctx.indent += 1
+    at = ", ".join(idx)
+    words = [f"{x}[{at}]" if _rank(v) else x for x, v in zip(ins, eqn.invars)]
+    pair = ctx.bind(f"_k.threefry_pair({', '.join(words)})")
+    ctx.line(f"{a}[{at}], {b}[{at}] = {pair}[0], {pair}[1]")
+    ctx.indent -= len(shape)
+    return [a, b]
+
+
+rules["threefry2x32"] = _threefry2x32

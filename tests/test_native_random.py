@@ -1,0 +1,84 @@
+"""Random numbers inside native loop kernels: ``threefry2x32`` (the hash under every
+``remat.random`` draw) and unsigned ``rem`` (``randint``'s range) have native forms, so a loop
+that draws at each step (equinox's buffer test reads a row ``randint`` picks) runs natively,
+drawing the same bits as the Python tier and as JAX."""
+
+import numpy as np
+import pytest
+
+import remat
+import remat.numpy as jnp
+from remat import lax
+from remat.config import config
+
+pytest.importorskip("numba")
+
+
+def test_the_native_threefry_pair_is_the_impls_hash():
+    from remat.exec.native_kernels import threefry_pair
+    from remat.random.keys import _threefry2x32_impl
+
+    rng = np.random.default_rng(0)
+    words = rng.integers(0, 2**32, size=(4, 300), dtype=np.uint64).astype(np.uint32)
+    words[:, :4] = [[0, 0xFFFFFFFF, 0, 1], [0, 0xFFFFFFFF, 0, 2], [0, 0xFFFFFFFF, 1, 3],
+                    [0, 0xFFFFFFFF, 0, 4]]
+    want = _threefry2x32_impl(*words)
+    got = np.array([threefry_pair(*words[:, i]) for i in range(words.shape[1])]).T
+    np.testing.assert_array_equal(got.astype(np.uint32), np.asarray(want))
+
+
+def _both_tiers(native, f, *args):
+    """``f(*args)`` on the Python tier and on the native one, and the states of the loops it
+    made (other tests' loops may still be alive)."""
+    def loops():
+        return {id(loop): loop for t in native._loops.values() for loop in t.values()}
+
+    before = loops()  # (held: a loop freed meanwhile could lend a new one its id)
+    with config.override("remat_native_loops", False):
+        want = f(*args)
+    f(*args)  # (on the Python tier, then compiled: the ``native_loops`` fixture)
+    got = f(*args)
+    states = [loop.state for key, loop in loops().items() if key not in before]
+    return got, want, states
+
+
+def test_a_loop_drawing_a_row_at_each_step_runs_natively(native_loops):
+    def run(buf):
+        def body(c):
+            i, buf = c
+            j = remat.random.randint(remat.random.PRNGKey(i), (), 0, i)
+            return i + 1, buf.at[i].set(2 * jnp.tanh(buf[j]))
+        return lax.while_loop(lambda c: c[0] < buf.size, body, (1, buf))[1]
+
+    buf = np.linspace(0.1, 1.0, 200, dtype=np.float32)
+    got, want, states = _both_tiers(native_loops, remat.jit(run), buf)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    assert states == ["ready"]
+
+
+def test_a_scan_drawing_key_bits_in_its_body_matches_the_python_tier_bitwise(native_loops):
+    def run(key, xs):
+        def body(key, x):
+            key, sub = remat.random.split(key)
+            bits = remat.random.bits(sub, (3,))
+            return key, (bits % jnp.uint32(7)) + x
+        return lax.scan(body, key, xs)
+
+    key = remat.random.PRNGKey(3)
+    xs = np.arange(30, dtype=np.uint32).reshape(10, 3)
+    got, want, states = _both_tiers(native_loops, remat.jit(run), key, xs)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    assert states == ["ready"]
+
+
+def test_unsigned_remainders_by_zero_keep_the_dividend_natively(native_loops):
+    def run(x, ys):
+        return lax.scan(lambda c, y: (c, lax.rem(c, y)), x, ys)[1]
+
+    x = np.uint32(4_000_000_000)
+    ys = np.array([0, 1, 7, 3_000_000_000, 0xFFFFFFFF, 0], np.uint32)
+    got, want, states = _both_tiers(native_loops, remat.jit(run), x, ys)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    np.testing.assert_array_equal(np.asarray(want), [x, 0, x % 7, x % 3_000_000_000, x, x])
+    assert states == ["ready"]
