@@ -48,11 +48,12 @@ def test_a_long_call_makes_its_loop_hot_while_it_runs(monkeypatch):
     monkeypatch.setattr(native, "_compile_later", lambda loop, types: queued.append(types))
     with config.override("remat_native_loops", True):
         assert loop.state == "cold"
-        with native.running(loop, [xs], {0}):
-            deadline = time.perf_counter() + 5.0
-            while not queued and time.perf_counter() < deadline:
-                time.sleep(0.01)  # (the call, still running)
-            assert loop.state == "compiling" and len(queued) == 1
+        token = native.watch(loop, [xs], {0})
+        deadline = time.perf_counter() + 5.0
+        while not queued and time.perf_counter() < deadline:
+            time.sleep(0.01)  # (the call, still running)
+        assert loop.state == "compiling" and len(queued) == 1
+        native.unwatch(token)
         loop.observe(1.0, [xs], {0})  # (the call's own heat, once it returns: no second compile)
     assert len(queued) == 1
 
@@ -67,8 +68,7 @@ def test_a_short_call_leaves_its_loop_cold(monkeypatch):
     monkeypatch.setattr(native, "HOT_SECONDS", 0.2)
     monkeypatch.setattr(native, "_compile_later", lambda loop, types: pytest.fail("compiled"))
     with config.override("remat_native_loops", True):
-        with native.running(loop, [xs], {0}):
-            pass
+        native.unwatch(native.watch(loop, [xs], {0}))
         time.sleep(0.3)
         assert loop.state == "cold" and not native._running
 

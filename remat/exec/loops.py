@@ -3,7 +3,6 @@ plans (or, once a loop of tiny arrays is hot, its native kernel: ``native``), ``
 the chosen branch's plan. These are the primitives' impls, registered here so that
 ``remat.lax`` knows nothing of the executor."""
 
-import contextlib
 import time
 
 import numpy as np
@@ -82,12 +81,12 @@ def _run_kernel(loop, kernel, peak, args, written=()):
     # rounding; a native kernel's argument types need them canonical)
     operands = args if kernel is loop.python else loop.native_operands(args, written)
     start = time.perf_counter()
-    watched = contextlib.nullcontext()
+    watched = None
     if kernel is loop.python:
-        watched = native.running(loop, operands, written)
+        watched = native.watch(loop, operands, written)
         if not native.enabled():
             loop.native_ready[0] = False  # (no hand-over while the native tier is off)
-    with memory.held(peak), np.errstate(all="ignore"), watched:
+    with memory.held(peak), np.errstate(all="ignore"):
         try:
             out = kernel(*operands)
         except native.HandOver as h:
@@ -103,6 +102,8 @@ def _run_kernel(loop, kernel, peak, args, written=()):
             if at is not None:
                 e.add_note(f"(raised in a loop's body at {at})")
             raise
+        finally:
+            native.unwatch(watched)
     if kernel is loop.python:
         loop.observe(time.perf_counter() - start, operands, written)
     return out

@@ -431,43 +431,57 @@ _heat_lock = threading.Lock()
 _running = {}  # token -> (deadline, loop, operands, written): Python-tier calls being watched
 _running_changed = threading.Condition()
 _watcher = None  # the thread that watches them, once one has run
+_watcher_asleep = False  # whether it waits for a call (after a second with none)
+WATCH_PERIOD = 0.02  # how often it looks, while calls come
 
 
-@contextlib.contextmanager
-def running(loop, args, written=()):
-    """A Python-tier call of ``loop`` on ``args`` (those at the positions ``written`` written
-    by it) runs inside: should it outlast the loop's heat budget, the loop is hot at once and
-    compiles while the call goes on (the heat is otherwise added after a call: equinox's
-    100,000-step loop ran 23 s before compiling, and its second call 21 s more)."""
+def watch(loop, args, written=()):
+    """Watch a Python-tier call of ``loop`` on ``args`` (those at the positions ``written``
+    written by it), starting now: should it outlast the loop's heat budget, the loop is hot at
+    once and compiles while the call goes on (the heat is otherwise added after a call:
+    equinox's 100,000-step loop ran 23 s before compiling, and its second call 21 s more).
+    A token for ``unwatch`` once the call returns, or None. Cheap: a tiny loop's call costs
+    a dictionary entry (the watcher looks every ``WATCH_PERIOD`` while calls come)."""
     global _watcher
     if loop.state != "cold" or not enabled() or _synchronous:
-        yield
-        return
+        return None
     token = object()
     with _running_changed:
         _running[token] = (time.perf_counter() + HOT_SECONDS - loop.spent, loop, args, written)
         if _watcher is None:
             _watcher = threading.Thread(target=_watch, name="remat-native-watch", daemon=True)
             _watcher.start()
-        _running_changed.notify()
-    try:
-        yield
-    finally:
+        elif _watcher_asleep:
+            _running_changed.notify()
+    return token
+
+
+def unwatch(token):
+    if token is not None:
         with _running_changed:
             _running.pop(token, None)
 
 
 def _watch():
-    """Heat the loops whose watched calls (``running``) outlast their deadlines."""
+    """Heat the loops whose watched calls outlast their deadlines (``watch``)."""
+    global _watcher_asleep
+    last_call = time.perf_counter()
     while True:
         with _running_changed:
             now = time.perf_counter()
+            if _running:
+                last_call = now
+            elif now - last_call > 1.0:
+                _watcher_asleep = True
+                while not _running:
+                    _running_changed.wait()
+                _watcher_asleep = False
+                continue
             due = [token for token, entry in _running.items() if entry[0] <= now]
             entries = [_running.pop(token) for token in due]
-            if not entries:
-                deadlines = [entry[0] for entry in _running.values()]
-                _running_changed.wait(min(deadlines) - now if deadlines else None)
-                continue
+        if not entries:
+            time.sleep(WATCH_PERIOD)
+            continue
         with _prompt_switching():  # (numba's import, for the argument types, reads files)
             for _, loop, args, written in entries:
                 loop.observe(HOT_SECONDS, args, written)
