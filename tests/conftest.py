@@ -46,6 +46,22 @@ def native_loops():
         yield native
 
 
+@pytest.fixture
+def new_loops():
+    """``new_loops(run)``: the loop states (``remat.exec.native.Loop``) that ``run()`` made;
+    other tests' loops may still be alive."""
+    from remat.exec import native
+
+    def loops():
+        return {id(loop): loop for t in native._loops.values() for loop in t.values()}
+
+    def made(run):
+        before = loops()  # (held: a loop freed meanwhile could lend a new one its id)
+        run()
+        return [loop for key, loop in loops().items() if key not in before]
+    return made
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _release_jax_caches():
     """JAX's compiled programs (the oracle's) stay cached for the life of the process: a worker

@@ -23,16 +23,6 @@ def _no_kernels_compiled_yet(monkeypatch):
     monkeypatch.setattr(native, "_dispatchers", {})
 
 
-def _new_loops(native, run):
-    """The loops ``run()`` made (other tests' loops may still be alive)."""
-    def loops():
-        return {id(loop): loop for t in native._loops.values() for loop in t.values()}
-
-    before = loops()  # (held: a loop freed meanwhile could lend a new one its id)
-    run()
-    return [loop for key, loop in loops().items() if key not in before]
-
-
 def _checked(x, limit, calls):
     """``x`` unchanged, through a branch that calls back (counted in ``calls``) where ``x``
     reaches ``limit``: the shape of equinox's ``error_if``."""
@@ -58,29 +48,29 @@ def _filling_loop(limit, calls):
     return remat.jit(run, static_argnums=0)
 
 
-def _on_the_python_tier(native, run):
+def _on_the_python_tier(new_loops, run):
     """``run()`` with the native tier off, and the loops it made (compiled at the next run
     with the tier on, inside the ``native_loops`` fixture)."""
     out = []
     with config.override("remat_native_loops", False):
-        loops = _new_loops(native, lambda: out.append(run()))
+        loops = new_loops(lambda: out.append(run()))
     return out[0], loops
 
 
-def test_a_branch_never_taken_keeps_the_loop_native(native_loops):
+def test_a_branch_never_taken_keeps_the_loop_native(native_loops, new_loops):
     calls = []
     f = _filling_loop(limit=1e9, calls=calls)
-    want, (loop,) = _on_the_python_tier(native_loops, lambda: np.asarray(f(50)))
+    want, (loop,) = _on_the_python_tier(new_loops, lambda: np.asarray(f(50)))
     f(50)  # (on the Python tier, then compiled)
     assert loop.exits and loop.state == "ready" and "BranchNotNative" in loop.source
     np.testing.assert_array_equal(np.asarray(f(50)), want)
     assert calls == []
 
 
-def test_a_taken_branch_reruns_the_call_on_the_python_tier(native_loops):
+def test_a_taken_branch_reruns_the_call_on_the_python_tier(native_loops, new_loops):
     calls = []
     f = _filling_loop(limit=1.9, calls=calls)  # (the values climb to 2: step 5 reaches 1.9)
-    want, (loop,) = _on_the_python_tier(native_loops, lambda: np.asarray(f(12)))
+    want, (loop,) = _on_the_python_tier(new_loops, lambda: np.asarray(f(12)))
     expected_calls = list(calls)
     assert len(expected_calls) > 1
     f(12)  # (on the Python tier, then compiled)
@@ -95,7 +85,7 @@ def test_a_taken_branch_reruns_the_call_on_the_python_tier(native_loops):
     assert calls == expected_calls
 
 
-def test_a_scan_exits_and_reruns_with_its_stacked_outputs(native_loops):
+def test_a_scan_exits_and_reruns_with_its_stacked_outputs(native_loops, new_loops):
     calls = []
 
     def run(x, xs):
@@ -106,7 +96,7 @@ def test_a_scan_exits_and_reruns_with_its_stacked_outputs(native_loops):
 
     f = remat.jit(run)
     x, xs = np.float32(0.0), np.linspace(0.0, 1.0, 40, dtype=np.float32)
-    want, (loop,) = _on_the_python_tier(native_loops, lambda: f(x, xs))
+    want, (loop,) = _on_the_python_tier(new_loops, lambda: f(x, xs))
     expected_calls = list(calls)
     assert expected_calls
     f(x, xs)  # (on the Python tier, then compiled)
@@ -138,7 +128,7 @@ def test_an_error_raised_in_a_taken_branch_reaches_the_caller(native_loops):
 
 
 def test_a_python_tier_call_handed_over_to_an_exiting_kernel_reruns_from_its_operands(
-        native_loops, monkeypatch):
+        native_loops, new_loops, monkeypatch):
     """A long Python-tier call goes on natively once the kernel is ready
     (``native.HandOver``); where that kernel then exits, the call reruns from the carries as
     they came, so a loop that may exit never takes its caller's buffers."""
@@ -146,7 +136,7 @@ def test_a_python_tier_call_handed_over_to_an_exiting_kernel_reruns_from_its_ope
 
     calls = []
     f = _filling_loop(limit=1.9, calls=calls)
-    want, (loop,) = _on_the_python_tier(native_loops, lambda: np.asarray(f(12)))
+    want, (loop,) = _on_the_python_tier(new_loops, lambda: np.asarray(f(12)))
     expected_calls = list(calls)
     f(12)  # (on the Python tier, then compiled)
     assert loop.state == "ready" and loop.native_ready == [True]

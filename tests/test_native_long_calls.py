@@ -18,15 +18,6 @@ from remat.config import config
 pytest.importorskip("numba")
 
 
-def _new_loops(native, run):
-    def loops():
-        return {id(loop): loop for t in native._loops.values() for loop in t.values()}
-
-    before = loops()  # (held: a loop freed meanwhile could lend a new one its id)
-    run()
-    return [loop for key, loop in loops().items() if key not in before]
-
-
 def _filling(n):
     def run(xs):
         def body(c):
@@ -36,13 +27,13 @@ def _filling(n):
     return remat.jit(run)
 
 
-def test_a_long_call_makes_its_loop_hot_while_it_runs(monkeypatch):
+def test_a_long_call_makes_its_loop_hot_while_it_runs(monkeypatch, new_loops):
     from remat.exec import native
 
     f = _filling(20)
     xs = np.zeros(20, np.float32)
     with config.override("remat_native_loops", False):
-        (loop,) = _new_loops(native, lambda: f(xs))
+        (loop,) = new_loops(lambda: f(xs))
     queued = []
     monkeypatch.setattr(native, "HOT_SECONDS", 0.05)
     monkeypatch.setattr(native, "_compile_later", lambda loop, types: queued.append(types))
@@ -58,13 +49,13 @@ def test_a_long_call_makes_its_loop_hot_while_it_runs(monkeypatch):
     assert len(queued) == 1
 
 
-def test_a_short_call_leaves_its_loop_cold(monkeypatch):
+def test_a_short_call_leaves_its_loop_cold(monkeypatch, new_loops):
     from remat.exec import native
 
     f = _filling(20)
     xs = np.zeros(20, np.float32)
     with config.override("remat_native_loops", False):
-        (loop,) = _new_loops(native, lambda: f(xs))
+        (loop,) = new_loops(lambda: f(xs))
     monkeypatch.setattr(native, "HOT_SECONDS", 0.2)
     monkeypatch.setattr(native, "_compile_later", lambda loop, types: pytest.fail("compiled"))
     with config.override("remat_native_loops", True):
@@ -73,7 +64,7 @@ def test_a_short_call_leaves_its_loop_cold(monkeypatch):
         assert loop.state == "cold" and not native._running
 
 
-def test_the_compiling_thread_gets_the_gil_promptly(monkeypatch, tmp_path):
+def test_the_compiling_thread_gets_the_gil_promptly(monkeypatch, tmp_path, new_loops):
     """Writing the kernel's files and pickling its types, before the compiling process starts,
     give the GIL up at each file operation: at the default switch interval, a running Python
     tier kept it 5 ms each time."""
@@ -86,7 +77,7 @@ def test_the_compiling_thread_gets_the_gil_promptly(monkeypatch, tmp_path):
     f = _filling(20)
     xs = np.zeros(20, np.float32)
     with config.override("remat_native_loops", False):
-        (loop,) = _new_loops(native, lambda: f(xs))
+        (loop,) = new_loops(lambda: f(xs))
     monkeypatch.setattr(native, "HOT_SECONDS", 0.0)
     with config.override("remat_native_loops", True):
         loop.observe(1.0, [1, xs], {1})
@@ -94,7 +85,7 @@ def test_the_compiling_thread_gets_the_gil_promptly(monkeypatch, tmp_path):
     assert intervals == [pytest.approx(native.LOADING_SWITCH_INTERVAL)]
 
 
-def test_a_while_call_hands_over_to_the_native_kernel_once_ready(native_loops):
+def test_a_while_call_hands_over_to_the_native_kernel_once_ready(native_loops, new_loops):
     """The Python tier's while kernel checks its loop's flag between iterations: once the
     native kernel is ready, it goes on from the carries reached."""
     from remat.exec import loops
@@ -103,7 +94,7 @@ def test_a_while_call_hands_over_to_the_native_kernel_once_ready(native_loops):
     f = _filling(n)
     xs = np.zeros(n, np.float32)
     with config.override("remat_native_loops", False):
-        (loop,) = _new_loops(native_loops, lambda: f(xs))
+        (loop,) = new_loops(lambda: f(xs))
         want = np.asarray(f(xs))
     f(xs)  # (the Python tier, then compiled: ``native_loops`` compiles at the first run)
     assert loop.state == "ready" and loop.native_ready == [True]
@@ -138,12 +129,13 @@ def test_a_while_call_hands_over_to_the_native_kernel_once_ready(native_loops):
         np.testing.assert_array_equal(buf, want)
 
 
-def test_a_hand_over_to_a_kernel_of_other_types_finishes_on_the_python_tier(native_loops):
+def test_a_hand_over_to_a_kernel_of_other_types_finishes_on_the_python_tier(native_loops,
+                                                                           new_loops):
     from remat.exec import loops
 
     f = _filling(30)
     xs = np.zeros(30, np.float32)
-    (loop,) = _new_loops(native_loops, lambda: f(xs))
+    (loop,) = new_loops(lambda: f(xs))
     f(xs)
     assert loop.state == "ready"
     other = xs.astype(np.float64)  # (types the kernel was not compiled for)
