@@ -364,7 +364,7 @@ class Loop:
     def heat(self, seconds, types):
         """Add ``seconds`` spent on the Python side: once hot, compile for the argument types
         ``types()`` gives."""
-        with _heat_lock:  # (a call's thread and the watcher of long calls, ``running``)
+        with _heat_lock:  # (a call's thread and the watcher of long calls, ``watch``)
             if self.state == "loading":
                 self.spent += seconds  # (a warm kernel is being loaded: later calls wait)
             if self.state != "cold" or not enabled():
@@ -394,8 +394,7 @@ class Loop:
             if self.state == "compiling":
                 _record_types(self.source, types)
             _dispatchers[self.source] = kernel
-            self.kernel, self.state = kernel, "ready"
-            self.native_ready[0] = enabled()
+            self.use(kernel, "ready")
         except Exception as e:  # numba could not type it: the Python kernel stays
             self.error, self.state = e.with_traceback(None), "failed"
         finally:
@@ -406,15 +405,21 @@ class Loop:
         from the cache was compiled for the types another process recorded for the same
         source: a float64 body's, say). The loop goes back to the Python tier, to compile
         for its own types once hot again."""
-        self.kernel, self.state, self.spent, self.waited = None, "cold", 0.0, True
-        self.native_ready[0] = False
+        self.use(None, "cold")
+        self.spent, self.waited = 0.0, True
 
     def exited(self, error):
         """The native kernel reached a branch it has no code for (``BranchNotNative``): the
         Python tier reruns the call, and runs the loop from now on (a branch taken once, such
         as an error's, may well be taken again)."""
-        self.kernel, self.state, self.error = None, "exited", error.with_traceback(None)
-        self.native_ready[0] = False
+        self.use(None, "exited")
+        self.error = error.with_traceback(None)
+
+    def use(self, kernel, state):
+        """Run on ``kernel`` from now on (None: the Python tier), in ``state``; a running
+        Python-tier while call hands over to it (``native_ready``)."""
+        self.kernel, self.state = kernel, state
+        self.native_ready[0] = kernel is not None and enabled()
 
     def ready(self):
         if self.state == "loading" and self.spent and not self.waited:
@@ -520,8 +525,7 @@ def _loop(jaxpr, key, write):
         loop = table[key] = Loop(python, source, error, values, exits, native_ready)
         kernel = _dispatchers.get(source)
         if kernel is not None:  # (compiled in this process for a loop of the same source)
-            loop.kernel, loop.state = kernel, "ready"
-            native_ready[0] = True
+            loop.use(kernel, "ready")
         else:
             loop.warm_start()
     return loop

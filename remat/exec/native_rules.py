@@ -73,23 +73,31 @@ for _name, _f in {**_FLOAT_UNARY, **_FLOAT_BINARY}.items():
     rules[_name] = _call(_f)
 
 
+def _int_helper(name, dtype):
+    """The helper computing integer ``div`` or ``rem`` as lax does (toward zero, not numba's
+    ``//``; by 0 as XLA), or None: signed ``div`` and ``rem`` (in int64), unsigned ``rem``."""
+    if dtype.kind == "i":
+        return f"int_{name}"
+    return "uint_rem" if dtype.kind == "u" and name == "rem" else None
+
+
 def _div(ctx, eqn, ins):
     if not np.issubdtype(_out(eqn).dtype, np.floating):
-        return _int_scalar("int_div", eqn, ins) if _out(eqn).dtype.kind == "i" else None
-        # (toward zero in lax: not numba's //)
+        return _int_scalar("div", eqn, ins)
     return [f"({ins[0]} / {ins[1]})"]
 
 
-def _int_scalar(helper, eqn, ins):
+def _int_scalar(name, eqn, ins):
     """An integer div/rem of scalars by its helper (arrays: their fused loops)."""
-    if _out(eqn).dtype.kind not in "iu" or any(_rank(v) for v in eqn.invars):
+    helper = _int_helper(name, _out(eqn).dtype)
+    if helper is None or any(_rank(v) for v in eqn.invars):
         return None
     return [f"_k.{helper}({ins[0]}, {ins[1]})"]
 
 
 def _rem(ctx, eqn, ins):
     if not np.issubdtype(_out(eqn).dtype, np.floating):
-        return _int_scalar("uint_rem" if _out(eqn).dtype.kind == "u" else "int_rem", eqn, ins)
+        return _int_scalar("rem", eqn, ins)
     return [f"np.fmod({ins[0]}, {ins[1]})"]
 
 
@@ -276,15 +284,13 @@ def _exp(x, dtype):
 
 
 def _element_int(name, float_form):
-    """Integer div/rem as lax computes them (signed types: the helpers compute in int64;
-    unsigned: rem only, ``uint_rem``)."""
+    """Integer div/rem as lax computes them (``_int_helper``)."""
     def rule(ctx, eqn, ins):
         dtype = _out(eqn).dtype
         if np.issubdtype(dtype, np.floating):
             return float_form(ctx, eqn, ins)
-        if dtype.kind == "u" and name == "int_rem":
-            return f"_k.uint_rem({ins[0]}, {ins[1]})"
-        return f"_k.{name}({ins[0]}, {ins[1]})" if dtype.kind == "i" else None
+        helper = _int_helper(name, dtype)
+        return None if helper is None else f"_k.{helper}({ins[0]}, {ins[1]})"
     return rule
 
 
@@ -304,7 +310,7 @@ def _element_logistic(ctx, eqn, ins):
 _ELEMENT_RULES = {
     **{name: _binary(op) for name, op in _BINARY_OPS.items()},
     **{name: _call(f) for name, f in {**_FLOAT_UNARY, **_FLOAT_BINARY}.items()},
-    "div": _element_int("int_div", _div), "rem": _element_int("int_rem", _rem),
+    "div": _element_int("div", _div), "rem": _element_int("rem", _rem),
     "max": _element_max_min(">"), "min": _element_max_min("<"),
     "neg": rules["neg"], "abs": rules["abs"], "sign": rules["sign"],
     "square": lambda ctx, eqn, ins: f"({ctx.let(ins[0])} * {ctx.let(ins[0])})",
@@ -711,15 +717,21 @@ def _point_axes(shape, sizes, batching, index_batching, indexed, collapsed, batc
     return axes
 
 
+def _loop_nest(ctx, shape):
+    """Open a loop nest over ``shape``; its index variables (the caller closes it)."""
+    names = [ctx.fresh() for _ in shape]
+    for j, n in zip(names, shape):
+        ctx.line(f"for {j} in range({n}):")
+        ctx.indent += 1
+    return names
+
+
 def _point_loop(ctx, axes, operand, indices, batch_shape, clamp):
     """Open a loop over the batch elements; the array ``operand``'s index parts there and the
     condition that every index is in bounds (None where there is no index), the indices
     clamped into bounds where ``clamp``. The bounds are read from ``operand``'s shape, not
     written in: a loop over a buffer of another size runs the same kernel."""
-    qs = [ctx.fresh() for _ in batch_shape]
-    for q, n in zip(qs, batch_shape):
-        ctx.line(f"for {q} in range({n}):")
-        ctx.indent += 1
+    qs = _loop_nest(ctx, batch_shape)
     parts, bounds = [], []
     for d, (kind, k) in enumerate(axes):
         if kind == "batch":
@@ -946,11 +958,7 @@ def _threefry2x32(ctx, eqn, ins):
         pair = ctx.bind(f"_k.threefry_pair({', '.join(ins)})")
         return [f"{pair}[0]", f"{pair}[1]"]
     a, b = (ctx.bind(f"np.empty({shape_src(shape)}, np.uint32)") for _ in range(2))
-    idx = [ctx.fresh() for _ in shape]
-    for j, n in zip(idx, shape):
-        ctx.line(f"for {j} in range({n}):")
-        ctx.indent += 1
-    at = ", ".join(idx)
+    at = ", ".join(_loop_nest(ctx, shape))
     words = [f"{x}[{at}]" if _rank(v) else x for x, v in zip(ins, eqn.invars)]
     pair = ctx.bind(f"_k.threefry_pair({', '.join(words)})")
     ctx.line(f"{a}[{at}], {b}[{at}] = {pair}[0], {pair}[1]")
