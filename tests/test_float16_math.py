@@ -92,17 +92,22 @@ def test_logistic_rounds_each_step_of_xla_expansion():
 def test_matches_jax_to_the_rounding_of_its_float32_kernels(name):
     """JAX's float16 value is XLA's float32 kernel rounded once, remat's NumPy's: they agree
     but where the two float32 values, each within a few float32 ulps, straddle a float16
-    rounding boundary (about one value in 2**12 of those, depending on the CPU's NumPy
-    kernels): never by more than one ulp."""
+    rounding boundary (how many such values there are depends on the CPU's NumPy kernels:
+    AVX-512 ones differ from AVX2 ones): then by one ulp, the exact value within a few float32
+    ulps of the midpoint between the two."""
     jax = pytest.importorskip("jax")
-    prim, _ = UNARY[name]
+    prim, fn = UNARY[name]
     jfn = {"atan": jax.numpy.arctan, "rsqrt": jax.lax.rsqrt}.get(name) or \
         getattr(jax.numpy, name)
     x = _all_finite(F16)
     with np.errstate(all="ignore"):
         got, want = np.asarray(prim(x)), np.asarray(jax.jit(jfn)(x))
-    differ = ~_same(got, want)
-    assert differ.sum() <= len(x) >> 12, x[differ]
+        differ = ~_same(got, want)
+        exact = fn(x[differ].astype(np.float64))
+    assert differ.sum() <= len(x) >> 8, x[differ]
     ulps = np.abs(got[differ].view(np.int16).astype(np.int32)
                   - want[differ].view(np.int16).astype(np.int32))
     assert (ulps <= 1).all() and (np.sign(got[differ]) == np.sign(want[differ])).all()
+    midpoint = (got[differ].astype(np.float64) + want[differ].astype(np.float64)) / 2
+    float32_ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    assert (np.abs(exact - midpoint) <= 4 * float32_ulp).all(), x[differ]

@@ -18,9 +18,11 @@ from remat.core import Literal
 from remat.exec.loop_rewrites import HoistedInvariants, Rewrite, UpdatedCarries
 from remat.exec.loop_writer import KernelWriter
 from remat.exec.native_rules import (
+    COMPLEX_PRIMITIVES,
     ELEMENTWISE,
     Index,
     concatenate_element,
+    copy_into,
     element_source,
     index_remap,
     matrix_product,
@@ -83,6 +85,9 @@ class NativeKernel(KernelWriter):
         self.one_pass = False  # lazy values stay lazy, however many use them (see
         # elementwise_source: its results are computed together, in one loop nest)
 
+    def computes_complex(self, name, v):
+        return name in COMPLEX_PRIMITIVES or name in self.control_flow
+
     def written_so_far(self):
         return super().written_so_far(), dict(self.memo)
 
@@ -99,12 +104,12 @@ class NativeKernel(KernelWriter):
         finally:
             self.reusable = saved
 
-    def store(self, target, index, value):
+    def store(self, target, index, value, shape=()):
         """Write a value (its source, or lazy) into ``target[index]``."""
         if isinstance(value, Lazy):
             self.materialize(None, value, target, f"{index}, ")
         else:
-            super().store(target, index, value)
+            copy_into(self, target, value, shape, lead=f"{index}, " if shape else index)
 
     def let(self, src):
         """A scalar source used more than once inside a fused loop, named once."""
@@ -270,27 +275,30 @@ class NativeKernel(KernelWriter):
         float64 sum in a row of accumulators (each sum's terms in the same order as a sum
         of that element alone)."""
         shape = x.aval.shape
-        acc = self.buffer(None, _Shape(tuple(shape[d] for d in kept), np.float64), True)
-        self.line(f"{acc}[...] = 0.0")
+        wide = _accumulating(x.aval.dtype)
+        acc = self.buffer(None, _Shape(tuple(shape[d] for d in kept), wide), True)
+        self.line(f"{acc}[...] = 0")
         for j, n in zip(idx, shape):
             self.line(f"for {j} in range({n}):")
             self.indent += 1
         memo, self.memo = self.memo, {}
         try:
             element = at([Index.loop(j, 0, n - 1) for j, n in zip(idx, shape)])
-            self.line(f"{acc}[{', '.join(idx[d] for d in kept)}] += np.float64({element})")
+            self.line(f"{acc}[{', '.join(idx[d] for d in kept)}] += "
+                      f"{self.dtype(wide)}({element})")
         finally:
             self.memo = memo
             self.indent -= len(shape)
-        self.line(f"{target}[...] = {acc}")
+        copy_into(self, target, acc, tuple(shape[d] for d in kept))
         return target
 
 
     def sum(self, eqn, env, read):
-        """A float ``reduce_sum`` as explicit loops accumulating in float64 (its operand's
-        elements read where they are, or computed in the loop if lazy); None otherwise."""
+        """A float or complex ``reduce_sum`` as explicit loops accumulating in float64 or
+        complex128 (its operand's elements read where they are, or computed in the loop if
+        lazy); None otherwise."""
         (x,), out = eqn.invars, eqn.outvars[0].aval
-        if not np.issubdtype(x.aval.dtype, np.floating) or not x.aval.shape:
+        if x.aval.dtype.kind not in "fc" or not x.aval.shape:
             return None
         axes = set(eqn.params["axes"])
         at = self.elements(x, env[x])
@@ -310,14 +318,15 @@ class NativeKernel(KernelWriter):
         for d in kept:
             self.line(f"for {idx[d]} in range({x.aval.shape[d]}):")
             self.indent += 1
-        acc = self.bind("0.0")
+        wide = self.dtype(_accumulating(x.aval.dtype))
+        acc = self.bind(f"{wide}(0)")
         for d in sorted(axes):
             self.line(f"for {idx[d]} in range({x.aval.shape[d]}):")
             self.indent += 1
         memo, self.memo = self.memo, {}
         try:
             element = at([Index.loop(j, 0, n - 1) for j, n in zip(idx, x.aval.shape)])
-            self.line(f"{acc} += np.float64({element})")
+            self.line(f"{acc} += {wide}({element})")
         finally:
             self.memo = memo
         self.indent -= len(axes)
@@ -371,6 +380,11 @@ _NEW_ARRAYS = frozenset(ELEMENTWISE - {"copy", "copy_p", "name", "stop_gradient"
     "iota", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_or",
     "reduce_and", "argmax", "argmin"}
 
+
+
+def _accumulating(dtype):
+    """The type a sum of ``dtype`` accumulates in: float64, or complex128."""
+    return np.dtype(np.complex128 if dtype.kind == "c" else np.float64)
 
 
 def _reusable(jaxpr, escaping):

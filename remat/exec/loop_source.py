@@ -60,8 +60,8 @@ def scan_source(jaxpr, num_consts, num_carry, reverse, native, donated=()):
     outs = k.body(jaxpr, consts + carry + [k.bind(f"{x}[i]") for x in xs],
                   escaping=range(num_carry), stored=range(num_carry, len(jaxpr.outvars)),
                   carried={num_consts + j: j for j in range(num_carry)})
-    for y, value in zip(ys, outs[num_carry:]):
-        k.store(y, "i", value)
+    for y, value, v in zip(ys, outs[num_carry:], jaxpr.outvars[num_carry:]):
+        k.store(y, "i", value, v.aval.shape)
     k.carry(carry, outs[:num_carry], [v.aval for v in jaxpr.outvars[:num_carry]])
     k.indent -= 1
     k.line(f"return ({''.join(c + ', ' for c in carry)})")

@@ -27,6 +27,12 @@ from remat.exec.passes import optimize_jaxpr
 MAX_ELEMENTS = 1 << 16  # the largest value of a native body (larger work runs the executor)
 
 
+def _float_text(v):
+    """A float's source: NaN and the infinities by name, others by ``repr`` (exact)."""
+    return "np.nan" if math.isnan(v) else ("np.inf" if v > 0 else "-np.inf") \
+        if math.isinf(v) else repr(v)
+
+
 class KernelWriter:
     """The source of one kernel function being written, shared by both tiers: its statements,
     the preamble before its loop (loop-invariant work, typed constants), the namespace its
@@ -78,9 +84,10 @@ class KernelWriter:
         if dtype == np.bool_:
             return "True" if value else "False"
         if dtype.kind == "f":
-            v = float(value)
-            text = "np.nan" if math.isnan(v) else ("np.inf" if v > 0 else "-np.inf") \
-                if math.isinf(v) else repr(v)
+            text = _float_text(float(value))
+        elif dtype.kind == "c":
+            v = complex(value)
+            text = f"complex({_float_text(v.real)}, {_float_text(v.imag)})"
         else:
             text = str(int(value))
         src = f"{self.dtype(dtype)}({text})"
@@ -89,7 +96,8 @@ class KernelWriter:
             name = self.constants[src] = f"q{len(self.constants)}"
             if self.values is not None and getattr(np, dtype.name, None) is dtype.type and \
                     issubclass(dtype.type, np.number):
-                self.values.append(dtype.type(text.replace("np.", "")))
+                self.values.append(dtype.type(complex(value) if dtype.kind == "c" else
+                                              text.replace("np.", "")))
                 src = f"_q[{len(self.values) - 1}]"
             self.preamble.append(f"    {name} = {src}")
             self.invariant.add(name)
@@ -109,6 +117,14 @@ class KernelWriter:
         name = eqn.primitive.name
         return rules.get(name) or self.control_flow.get(name)
 
+    def computes_complex(self, name, v):
+        """Whether the tier writes primitive ``name`` with the complex operand or result
+        ``v``. The Python tier: arrays and literals. A rank-0 value is a NumPy scalar there,
+        and a fuzzed loop of rank-0 complex values then differed from the plans' 0-d arrays
+        in its last bit (cause not found), so such a loop runs step by step, as the plans
+        run it."""
+        return type(v) is Literal or bool(v.aval.shape)
+
     def new_array(self, eqn, rule):
         """Whether ``rule``'s results are new arrays, never a view nor another var's array
         (so one may be nested in its consumer and updated in place)."""
@@ -127,8 +143,8 @@ class KernelWriter:
             raise Unsupported(f"{eqn.primitive.name} in place")
         write(self, eqn, ins, target)
 
-    def store(self, target, index, value):
-        """Write a value's source into ``target[index]``."""
+    def store(self, target, index, value, shape=()):
+        """Write a value's source (of ``shape``) into ``target[index]``."""
         self.line(f"{target}[{index}] = {value}")
 
     # --- bodies ---
@@ -183,8 +199,8 @@ class KernelWriter:
         self.indent += 1
         self.line(f"{i} = {length - 1} - {it}" if reverse else f"{i} = {it}")
         outs = self.nested(jaxpr, list(consts) + carry_names + [self.bind(f"{x}[{i}]") for x in xs])
-        for y, src in zip(ys, outs[num_carry:]):
-            self.line(f"{y}[{i}] = {src}")
+        for y, src, v in zip(ys, outs[num_carry:], jaxpr.outvars[num_carry:]):
+            self.store(y, i, src, v.aval.shape)
         self.carry(carry_names, outs[:num_carry], [v.aval for v in jaxpr.outvars[:num_carry]])
         self.indent -= 1
         return carry_names, ys
@@ -334,7 +350,8 @@ class Body:
             addressed = (eqn.invars[0], *eqn.outvars) if name in ADDRESSING else ()
             for v in (*eqn.invars, *eqn.outvars):
                 if v.aval.dtype not in NATIVE_DTYPES or math.prod(v.aval.shape) > \
-                        self.kernel.max_elements and not any(v is a for a in addressed):
+                        self.kernel.max_elements and not any(v is a for a in addressed) or \
+                        v.aval.dtype.kind == "c" and not self.kernel.computes_complex(name, v):
                     raise Unsupported(f"{name} on {v.aval.str_short()}")
             if not any(rewrite.write(eqn, rule) for rewrite in self.passes):
                 self.write_rule(eqn, rule)

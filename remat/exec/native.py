@@ -44,6 +44,8 @@ numba = LazyModule("numba") if installed("numba") else None  # the tier is off w
 HOT_SECONDS = float(os.environ.get("REMAT_NATIVE_HOT_SECONDS", "0.25"))
 WARM_WAIT = 5.0  # the longest a loop's second call waits for its cached kernel to load
 LOADING_SWITCH_INTERVAL = 1e-4  # the GIL's switch interval while a thread loads a kernel
+BATCH_WINDOW = 0.05  # how long the compiler waits for more hot loops before it starts: one
+# process compiles them all (each process pays numba's start, about a second)
 CACHE_DIR = Path(os.environ.get("REMAT_CACHE_DIR", Path.home() / ".cache" / "remat")) / "native"
 
 
@@ -265,6 +267,7 @@ def _compile_queued():
     """Compile what is queued, in batches, until the queue is empty."""
     global _compiler
     while True:
+        time.sleep(BATCH_WINDOW)  # (loops hot together compile together)
         with _queue_lock:
             batch = _queue[:]
             _queue.clear()

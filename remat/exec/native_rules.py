@@ -25,7 +25,17 @@ class BranchNotNative(Exception):
 
 NATIVE_DTYPES = frozenset(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
-    np.uint64, np.float32, np.float64))
+    np.uint64, np.float32, np.float64, np.complex64, np.complex128))
+
+# The primitives the native tier writes on complex values (a complex operand or result of any
+# other keeps its loop on the Python tier): arithmetic numba computes as NumPy does, within
+# rounding, and the equations that only move elements.
+COMPLEX_PRIMITIVES = frozenset({
+    "add", "sub", "mul", "div", "neg", "eq", "ne", "exp", "real", "imag", "conj", "complex",
+    "convert_element_type", "select_n", "copy", "copy_p", "name", "stop_gradient",
+    "optimization_barrier", "reshape", "squeeze", "broadcast_in_dim", "transpose", "slice",
+    "rev", "pad", "concatenate", "stack", "unstack", "dynamic_slice", "dynamic_update_slice",
+    "gather", "scatter", "scatter-add", "reduce_sum"})
 
 
 def _rank(v):
@@ -120,6 +130,44 @@ rules["rsqrt"] = _float_only(
     lambda ctx, eqn, ins: [f"({ctx.const(1, _out(eqn).dtype)} / np.sqrt({ins[0]}))"])
 rules["logistic"] = _float_only(lambda ctx, eqn, ins: [
     f"({ctx.const(1, _out(eqn).dtype)} / ({ctx.const(1, _out(eqn).dtype)} + np.exp(-{ins[0]})))"])
+
+
+def _complex_exp(ctx, eqn, ins):
+    if _out(eqn).dtype.kind == "c":
+        return [f"np.exp({ins[0]})"]
+    return _call("np.exp")(ctx, eqn, ins)
+
+
+def _part(name):
+    """``real``/``imag``: a contiguous copy of the part (an array's part is a strided view)."""
+    def rule(ctx, eqn, ins):
+        if not _rank(eqn.invars[0]):
+            return [f"{ins[0]}.{name}"]
+        return [f"np.ascontiguousarray({ins[0]}.{name})"]
+    return rule
+
+
+def _complex(ctx, eqn, ins):
+    """``complex(x, y)``: the parts written into a new array, as the impl does (``x + 1j * y``
+    would turn an infinite ``y`` into a NaN real part); rank-0 parts broadcast."""
+    out = _out(eqn)
+    if not out.shape:
+        return [f"complex({ins[0]}, {ins[1]})"]
+    buf = ctx.bind(f"np.empty({shape_src(out.shape)}, {ctx.dtype(out.dtype)})")
+    parts = [x if not _rank(v) else (x if x.isidentifier() else ctx.bind(x))
+             for x, v in zip(ins, eqn.invars)]
+    idx = _loop_nest(ctx, out.shape)
+    x, y = (f"{x}[{', '.join(idx)}]" if _rank(v) else x for x, v in zip(parts, eqn.invars))
+    ctx.line(f"{buf}[{', '.join(idx)}] = complex({x}, {y})")
+    ctx.indent -= len(idx)
+    return [buf]
+
+
+rules["exp"] = _complex_exp
+rules["real"] = _part("real")
+rules["imag"] = _part("imag")
+rules["conj"] = lambda ctx, eqn, ins: [f"np.conj({ins[0]})"]
+rules["complex"] = _complex
 
 
 def _tanh(ctx, eqn, ins):
@@ -271,6 +319,8 @@ def _element_convert(ctx, eqn, ins):
     new, old = np.dtype(eqn.params["new_dtype"]), eqn.invars[0].aval.dtype
     if new == np.bool_ and old != np.bool_:
         return f"({ins[0]} != {ctx.const(0, old)})"
+    if old.kind == "c" and new.kind != "c":  # (the real part, as lax converts)
+        return None if new.kind != "f" else f"{ctx.dtype(new)}(({ins[0]}).real)"
     return f"{ctx.dtype(new)}({ins[0]})"
 
 
@@ -296,6 +346,8 @@ def _element_int(name, float_form):
 
 def _element_exp(ctx, eqn, ins):
     dtype = _out(eqn).dtype
+    if dtype.kind == "c":
+        return f"np.exp({ins[0]})"
     return _exp(ins[0], dtype) if np.issubdtype(dtype, np.floating) else None
 
 
@@ -322,6 +374,10 @@ _ELEMENT_RULES = {
     "not": lambda ctx, eqn, ins: f"(not {ins[0]})" if eqn.invars[0].aval.dtype == np.bool_
     else f"(~{ins[0]})",
     "convert_element_type": _element_convert,
+    "real": lambda ctx, eqn, ins: f"({ins[0]}).real",
+    "imag": lambda ctx, eqn, ins: f"({ins[0]}).imag",
+    "conj": lambda ctx, eqn, ins: f"np.conj({ins[0]})",
+    "complex": lambda ctx, eqn, ins: f"complex({ins[0]}, {ins[1]})",
     **{name: (lambda ctx, eqn, ins: ins[0]) for name in (
         "copy", "copy_p", "name", "stop_gradient")},
 }
@@ -511,6 +567,11 @@ def _convert(ctx, eqn, ins):
     old = eqn.invars[0].aval.dtype
     if new == np.bool_ and old != np.bool_:
         return [f"({ins[0]} != {ctx.const(0, old)})"]
+    if old.kind == "c" and new.kind != "c":  # (the real part, as lax converts)
+        if new.kind != "f":
+            return None
+        ins = [f"np.ascontiguousarray({ins[0]}.real)" if _rank(eqn.invars[0]) else
+               f"{ins[0]}.real"]
     if not _rank(eqn.invars[0]):
         return [f"{ctx.dtype(new)}({ins[0]})"]
     return [f"{ins[0]}.astype({ctx.dtype(new)})"]
@@ -557,9 +618,9 @@ def _broadcast_in_dim(ctx, eqn, ins):
     for d, size in zip(dims, aval.shape):
         expanded[d] = size
     src = reshape_src(ctx, ins[0], aval, expanded)
-    buf = ctx.fresh()
-    ctx.line(f"{buf} = np.empty({shape_src(out.shape)}, {ctx.dtype(out.dtype)})")
-    ctx.line(f"{buf}[...] = {src}")
+    buf = ctx.bind(f"np.empty({shape_src(out.shape)}, {ctx.dtype(out.dtype)})")
+    copy_into(ctx, buf, src, out.shape,
+              read=lambda idx: [j if n > 1 else "0" for j, n in zip(idx, expanded)])
     return [buf]
 
 
@@ -578,6 +639,23 @@ rules["transpose"] = _transpose
 
 def _index_src(parts):
     return "[" + (", ".join(parts) or "...") + "]"  # (a rank-0 array: all of it)
+
+
+def copy_into(ctx, target, value, shape, starts=None, lead="", read=None):
+    """Write the array ``value`` (of ``shape``) into ``target[lead, starts + j]`` element by
+    element, as a loop nest (``read(j)``: the parts of ``value``'s index, where it is not
+    ``j`` itself). numba compiles an array assigned to a slice with a shape check that costs
+    about a second of compile time each (four of them were half of a 7 s compile); a loop nest
+    costs milliseconds, and runs as fast on a loop body's small arrays."""
+    if not shape:
+        ctx.line(f"{target}[{lead or '()'}] = {value}")
+        return
+    value = value if value.isidentifier() else ctx.bind(value)
+    names = _loop_nest(ctx, shape)
+    at = names if starts is None else [f"{s} + {j}" for s, j in zip(starts, names)]
+    ctx.line(f"{target}[{lead}{', '.join(at)}] = "
+             f"{value}[{', '.join(names if read is None else read(names))}]")
+    ctx.indent -= len(shape)
 
 
 def _slice(ctx, eqn, ins):
@@ -637,12 +715,10 @@ rules["stack"] = lambda ctx, eqn, ins: [
 def _iota(ctx, eqn, ins):
     p = eqn.params
     shape, dim, dtype = tuple(p["shape"]), p["dimension"], np.dtype(p["dtype"])
-    line = f"np.arange({shape[dim]}).astype({ctx.dtype(dtype)})"
-    expanded = [1] * len(shape)
-    expanded[dim] = shape[dim]
-    buf = ctx.fresh()
-    ctx.line(f"{buf} = np.empty({shape_src(shape)}, {ctx.dtype(dtype)})")
-    ctx.line(f"{buf}[...] = {line}.reshape({shape_src(expanded)})")
+    buf = ctx.bind(f"np.empty({shape_src(shape)}, {ctx.dtype(dtype)})")
+    idx = _loop_nest(ctx, shape)
+    ctx.line(f"{buf}[{', '.join(idx)}] = {idx[dim]}")
+    ctx.indent -= len(idx)
     return [buf]
 
 
@@ -675,9 +751,16 @@ def write_update(ctx, eqn, ins, target):
              f"{ins[1]}")
 
 
+def write_update_native(ctx, eqn, ins, target):
+    """``write_update`` as the native tier writes it: the update copied by a loop nest."""
+    sizes = eqn.invars[1].aval.shape
+    starts = _clamped_starts(ctx, target, ins[2:], sizes)
+    copy_into(ctx, target, ins[1], sizes, starts)
+
+
 def _dynamic_update_slice(ctx, eqn, ins):
     buf = ctx.bind(f"{ins[0]}.copy()")
-    write_update(ctx, eqn, ins, buf)
+    write_update_native(ctx, eqn, ins, buf)
     return [buf]
 
 
@@ -844,7 +927,8 @@ rules["gather"] = _gather
 for _name in _COMBINES:
     rules[_name] = _scatter
 # the native tier's further updates written in place (the Python tier calls their ``into``)
-native_update_rules = {**update_rules, **dict.fromkeys(_COMBINES, write_scatter)}
+native_update_rules = {**update_rules, "dynamic_update_slice": write_update_native,
+                       **dict.fromkeys(_COMBINES, write_scatter)}
 # primitives whose work is the part of their first operand they address, not its size: that
 # operand (and an update's result, written in place) may be larger than a body's values
 ADDRESSING = frozenset({"gather", "dynamic_slice", "dynamic_update_slice", *_COMBINES})
