@@ -143,3 +143,31 @@ def test_a_hand_over_to_a_kernel_of_other_types_finishes_on_the_python_tier(nati
     assert loop.state == "cold" and loop.native_ready == [False]
     np.testing.assert_array_equal(buf, loop.python(1, other.copy())[1])
     assert int(i) == 30
+
+
+@pytest.mark.parametrize("kind", ["while", "scan"])
+def test_python_tier_loops_yield_the_gil_while_the_native_tier_works_in_the_background(
+        monkeypatch, kind):
+    """While a background thread of the native tier works (``_prompt_switching``: the watcher
+    typing a hot call's operands, the compiler, a kernel's loading), a Python-tier loop sleeps
+    a moment every ``YIELD_EVERY``: a loop of short NumPy calls starved those threads whatever
+    the switch interval (equinox's 100,000-step loop: numba's import in the watcher had not
+    finished after 17 s). Without background work it never sleeps."""
+    from remat.exec import native
+
+    n = 400
+    if kind == "while":
+        f = _filling(n)
+    else:
+        f = remat.jit(lambda xs: lax.scan(lambda c, x: (jnp.tanh(c * 0.5 + x), c), 0.0, xs)[1])
+    xs = np.zeros(n, np.float32)
+    sleeps = []
+    monkeypatch.setattr(native, "YIELD_EVERY", 0.0)
+    monkeypatch.setattr(native.time, "sleep", lambda s: sleeps.append(s))
+    with config.override("remat_native_loops", False):
+        want = np.asarray(f(xs))
+        assert sleeps == []
+        with native._prompt_switching():  # (as a background thread at work would)
+            got = np.asarray(f(xs))
+    assert len(sleeps) >= n - 1 and set(sleeps) == {native.YIELD_SLEEP}
+    np.testing.assert_array_equal(got, want)

@@ -56,6 +56,9 @@ def scan_source(jaxpr, num_consts, num_carry, reverse, native, donated=()):
     ys = [f"ys{i}" for i in range(num_ys)]
     k.line("for it in range(length):")
     k.indent += 1
+    if not native:
+        k.line("if _background[0]:")
+        k.line("    _yield_to_background()")
     k.line("i = length - 1 - it" if reverse else "i = it")
     outs = k.body(jaxpr, consts + carry + [k.bind(f"{x}[i]") for x in xs],
                   escaping=range(num_carry), stored=range(num_carry, len(jaxpr.outvars)),
@@ -83,9 +86,12 @@ def while_source(cond, body, cond_nconsts, body_nconsts, native, donated=()):
     carry = [f"c{i}" for i in range(len(body.outvars))]
     k.line("while True:")
     k.indent += 1
-    if not native:  # (between iterations: the native kernel, once ready, goes on from here)
+    if not native:  # (between iterations: the native kernel, once ready, goes on from here;
+        # and a background thread of the native tier gets the GIL: ``_yield_to_background``)
         k.line("if _native_ready[0]:")
         k.line(f"    raise _HandOver(({''.join(c + ', ' for c in carry)}))")
+        k.line("if _background[0]:")
+        k.line("    _yield_to_background()")
     (pred,) = k.body(cond, cconsts + carry, escaping=())
     k.line(f"if not {pred}:")
     k.line("    break")

@@ -74,11 +74,31 @@ class HandOver(Exception):  # noqa: N818 (not an error: a Python-tier call's way
         self.carries = carries
 
 
+_background = [0]  # background threads of the native tier at work (``_prompt_switching``)
+_last_yield = [0.0]
+YIELD_EVERY = 0.002  # while they work, a Python-tier loop sleeps YIELD_SLEEP this often
+YIELD_SLEEP = 0.001
+
+
+def _yield_to_background():
+    """Let the native tier's background threads (the long-call watcher, the compiler, a
+    kernel's loading) run while a Python-tier loop runs. A loop whose every iteration makes
+    short NumPy calls starves them otherwise, whatever the switch interval: each call gives
+    the GIL up for a moment and takes it back before a waiting thread wakes, which resets
+    that thread's wait (equinox's 100,000-step loop ran 17 s while a thread importing numba
+    got nowhere). A third of the time, only while they work."""
+    now = time.perf_counter()
+    if now - _last_yield[0] >= YIELD_EVERY:
+        time.sleep(YIELD_SLEEP)
+        _last_yield[0] = time.perf_counter()
+
+
 def _python_kernel(source, objects, native_ready):
     """The kernel as ordinary Python on NumPy (``objects``: the impls and params it calls;
     ``native_ready``: the loop's flag a while kernel reads between iterations)."""
     namespace = {"np": np, "_normalized": _normalized, "_HandOver": HandOver,
-                 "_native_ready": native_ready, **objects}
+                 "_native_ready": native_ready, "_background": _background,
+                 "_yield_to_background": _yield_to_background, **objects}
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     exec(compile(source, f"<remat loop {digest}>", "exec"), namespace)
     kernel = namespace["kernel"]
@@ -237,11 +257,13 @@ def _prompt_switching():
             _switching[1] = sys.getswitchinterval()
             sys.setswitchinterval(min(LOADING_SWITCH_INTERVAL, _switching[1]))
         _switching[0] += 1
+        _background[0] = _switching[0]
     try:
         yield
     finally:
         with _switching_lock:
             _switching[0] -= 1
+            _background[0] = _switching[0]
             if _switching[0] == 0:
                 sys.setswitchinterval(_switching[1])
 
