@@ -232,8 +232,9 @@ def _compile_elsewhere(jobs):
         types_paths.append(types_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
-        return subprocess.run([sys.executable, "-c", _COMPILER, *args], env=env,
-                              capture_output=True, timeout=COMPILE_TIMEOUT).returncode == 0
+        with _waiting():
+            return subprocess.run([sys.executable, "-c", _COMPILER, *args], env=env,
+                                  capture_output=True, timeout=COMPILE_TIMEOUT).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
     finally:
@@ -257,15 +258,28 @@ def _prompt_switching():
             _switching[1] = sys.getswitchinterval()
             sys.setswitchinterval(min(LOADING_SWITCH_INTERVAL, _switching[1]))
         _switching[0] += 1
-        _background[0] = _switching[0]
+        _background[0] += 1
     try:
         yield
     finally:
         with _switching_lock:
             _switching[0] -= 1
-            _background[0] = _switching[0]
+            _background[0] -= 1
             if _switching[0] == 0:
                 sys.setswitchinterval(_switching[1])
+
+
+@contextlib.contextmanager
+def _waiting():
+    """Inside ``_prompt_switching``: this thread waits without the GIL (on the compiling
+    process), so Python-tier loops need not yield to it meanwhile."""
+    with _switching_lock:
+        _background[0] -= 1
+    try:
+        yield
+    finally:
+        with _switching_lock:
+            _background[0] += 1
 
 
 _queue = []  # (loop, argument types) waiting for the compiling process
