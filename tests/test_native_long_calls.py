@@ -152,7 +152,7 @@ def test_python_tier_loops_yield_the_gil_while_the_native_tier_works_in_the_back
     typing a hot call's operands, the compiler, a kernel's loading), a Python-tier loop sleeps
     a moment every ``YIELD_EVERY``: a loop of short NumPy calls starved those threads whatever
     the switch interval (equinox's 100,000-step loop: numba's import in the watcher had not
-    finished after 17 s). Without background work it never sleeps."""
+    finished after 17 s). Without background work, and no call watched, it never sleeps."""
     from remat.exec import native
 
     n = 400
@@ -162,7 +162,7 @@ def test_python_tier_loops_yield_the_gil_while_the_native_tier_works_in_the_back
         f = remat.jit(lambda xs: lax.scan(lambda c, x: (jnp.tanh(c * 0.5 + x), c), 0.0, xs)[1])
     xs = np.zeros(n, np.float32)
     sleeps = []
-    monkeypatch.setattr(native, "YIELD_EVERY", 0.0)
+    monkeypatch.setattr(native, "YIELD_EVERY", 1e-12)
     monkeypatch.setattr(native.time, "sleep", lambda s: sleeps.append(s))
     with config.override("remat_native_loops", False):
         want = np.asarray(f(xs))

@@ -57,7 +57,7 @@ def scan_source(jaxpr, num_consts, num_carry, reverse, native, donated=()):
     k.line("for it in range(length):")
     k.indent += 1
     if not native:
-        k.line("if _background[0]:")
+        k.line("if _yielding[0]:")
         k.line("    _yield_to_background()")
     k.line("i = length - 1 - it" if reverse else "i = it")
     outs = k.body(jaxpr, consts + carry + [k.bind(f"{x}[i]") for x in xs],
@@ -90,7 +90,7 @@ def while_source(cond, body, cond_nconsts, body_nconsts, native, donated=()):
         # and a background thread of the native tier gets the GIL: ``_yield_to_background``)
         k.line("if _native_ready[0]:")
         k.line(f"    raise _HandOver(({''.join(c + ', ' for c in carry)}))")
-        k.line("if _background[0]:")
+        k.line("if _yielding[0]:")
         k.line("    _yield_to_background()")
     (pred,) = k.body(cond, cconsts + carry, escaping=())
     k.line(f"if not {pred}:")

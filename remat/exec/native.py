@@ -75,9 +75,18 @@ class HandOver(Exception):  # noqa: N818 (not an error: a Python-tier call's way
 
 
 _background = [0]  # background threads of the native tier at work (``_prompt_switching``)
+_yielding = [0.0]  # how often a Python-tier loop yields the GIL now (0: never)
+_yield_lock = threading.Lock()
 _last_yield = [0.0]
-YIELD_EVERY = 0.002  # while they work, a Python-tier loop sleeps YIELD_SLEEP this often
+YIELD_EVERY = 0.002  # while background threads work: a third of the time
+WATCHED_YIELD_EVERY = 0.02  # while a call is watched (``watch``): the watcher's look
 YIELD_SLEEP = 0.001
+
+
+def _update_yielding():
+    with _yield_lock:
+        _yielding[0] = YIELD_EVERY if _background[0] > 0 else \
+            WATCHED_YIELD_EVERY if _running else 0.0
 
 
 def _yield_to_background():
@@ -86,9 +95,10 @@ def _yield_to_background():
     short NumPy calls starves them otherwise, whatever the switch interval: each call gives
     the GIL up for a moment and takes it back before a waiting thread wakes, which resets
     that thread's wait (equinox's 100,000-step loop ran 17 s while a thread importing numba
-    got nowhere). A third of the time, only while they work."""
+    got nowhere). A third of the time while they work; a twentieth while a call is watched
+    (so that the watcher sees its deadline pass); never otherwise."""
     now = time.perf_counter()
-    if now - _last_yield[0] >= YIELD_EVERY:
+    if now - _last_yield[0] >= _yielding[0]:
         time.sleep(YIELD_SLEEP)
         _last_yield[0] = time.perf_counter()
 
@@ -97,7 +107,7 @@ def _python_kernel(source, objects, native_ready):
     """The kernel as ordinary Python on NumPy (``objects``: the impls and params it calls;
     ``native_ready``: the loop's flag a while kernel reads between iterations)."""
     namespace = {"np": np, "_normalized": _normalized, "_HandOver": HandOver,
-                 "_native_ready": native_ready, "_background": _background,
+                 "_native_ready": native_ready, "_yielding": _yielding,
                  "_yield_to_background": _yield_to_background, **objects}
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     exec(compile(source, f"<remat loop {digest}>", "exec"), namespace)
@@ -232,9 +242,15 @@ def _compile_elsewhere(jobs):
         types_paths.append(types_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
-        with _waiting():
-            return subprocess.run([sys.executable, "-c", _COMPILER, *args], env=env,
-                                  capture_output=True, timeout=COMPILE_TIMEOUT).returncode == 0
+        process = subprocess.Popen([sys.executable, "-c", _COMPILER, *args], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = threading.Timer(COMPILE_TIMEOUT, process.kill)
+        deadline.start()
+        try:  # (blocked in waitpid, no pipe to drain: no Python code runs until it ends)
+            with _waiting():
+                return process.wait() == 0
+        finally:
+            deadline.cancel()
     except (OSError, subprocess.SubprocessError):
         return False
     finally:
@@ -259,6 +275,7 @@ def _prompt_switching():
             sys.setswitchinterval(min(LOADING_SWITCH_INTERVAL, _switching[1]))
         _switching[0] += 1
         _background[0] += 1
+    _update_yielding()
     try:
         yield
     finally:
@@ -267,6 +284,7 @@ def _prompt_switching():
             _background[0] -= 1
             if _switching[0] == 0:
                 sys.setswitchinterval(_switching[1])
+        _update_yielding()
 
 
 @contextlib.contextmanager
@@ -275,11 +293,13 @@ def _waiting():
     process), so Python-tier loops need not yield to it meanwhile."""
     with _switching_lock:
         _background[0] -= 1
+    _update_yielding()
     try:
         yield
     finally:
         with _switching_lock:
             _background[0] += 1
+        _update_yielding()
 
 
 _queue = []  # (loop, argument types) waiting for the compiling process
@@ -492,6 +512,7 @@ def watch(loop, args, written=()):
     token = object()
     with _running_changed:
         _running[token] = (time.perf_counter() + HOT_SECONDS - loop.spent, loop, args, written)
+        _update_yielding()
         if _watcher is None:
             _watcher = threading.Thread(target=_watch, name="remat-native-watch", daemon=True)
             _watcher.start()
@@ -504,6 +525,7 @@ def unwatch(token):
     if token is not None:
         with _running_changed:
             _running.pop(token, None)
+            _update_yielding()
 
 
 def _watch():
@@ -523,6 +545,8 @@ def _watch():
                 continue
             due = [token for token, entry in _running.items() if entry[0] <= now]
             entries = [_running.pop(token) for token in due]
+            if entries:
+                _update_yielding()
         if not entries:
             time.sleep(WATCH_PERIOD)
             continue
