@@ -53,8 +53,9 @@ def _while_update(kind):
     """A while loop of a data-dependent trip count (0 to ``len(x) + 1``: one step may fall out
     of bounds) that reads one row of a buffer (``x``) and writes a function of it back, by
     ``.at[i].set`` (the new row checked for ``checked``: ``_checked``; the row read drawn at
-    random for ``random``), ``.at[i].add`` or a dynamic update: under ``vmap`` its predicate
-    is batched, so each step ends in a ``select_n`` of the buffer and its update (which remat
+    random for ``random``, normal noise added for ``normal``), ``.at[i].add`` or a dynamic
+    update: under ``vmap`` its predicate is batched, so each step ends in a ``select_n`` of
+    the buffer and its update (which remat
     runs as one update in place), and the row reads and writes are the point gathers and
     scatters of the native tier. Its value goes through the loop, its derivative (as ``x``'s)
     around it: JAX has no reverse mode for ``while_loop``."""
@@ -72,6 +73,9 @@ def _while_update(kind):
             if kind == "random":  # (a row drawn by ``randint``: threefry and uint32 rem)
                 j = ns.jax.random.randint(ns.jax.random.PRNGKey(i), (), 0, n)
                 buf = buf.at[i].set(jnp.tanh(buf[j] * 0.5 + y0).astype(buf.dtype))
+            elif kind == "normal":  # (normal noise: uint32 div, XLA's erf_inv and log1p)
+                noise = ns.jax.random.normal(ns.jax.random.PRNGKey(i), new.shape, new.dtype)
+                buf = buf.at[i].set(new + 0.1 * noise)
             elif kind == "checked":
                 buf = buf.at[i].set(_checked(ns, new))
             elif kind == "set":
@@ -86,7 +90,8 @@ def _while_update(kind):
     return apply
 
 
-WHILE_OPS = ("while_set", "while_add", "while_update_slice", "while_checked", "while_random")
+WHILE_OPS = ("while_set", "while_add", "while_update_slice", "while_checked", "while_random",
+             "while_normal")
 
 
 def _safe_div(ns, x, y):

@@ -11,7 +11,7 @@ import remat.numpy as jnp
 from remat import lax
 from remat.config import config
 
-pytest.importorskip("numba")
+numba = pytest.importorskip("numba")
 
 
 def test_the_native_threefry_pair_is_the_impls_hash():
@@ -82,3 +82,54 @@ def test_unsigned_remainders_by_zero_keep_the_dividend_natively(native_loops):
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     np.testing.assert_array_equal(np.asarray(want), [x, 0, x % 7, x % 3_000_000_000, x, x])
     assert states == ["ready"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_xla_float_kernels_have_native_forms_bit_for_bit(dtype):
+    """``xla_erf_inv`` (under every ``random.normal``), ``xla_log1p``, ``xla_log`` and ``fma``
+    as the native tier computes them, one element at a time with LLVM's fma: the impls'
+    bits on random arguments and on their edges."""
+    from remat.exec import native_kernels as k
+    from remat.random import kernels
+
+    dt = np.dtype(dtype)
+    rng = np.random.default_rng(0)
+    unit = np.concatenate([rng.uniform(-1, 1, 3000), 1 - 10.0 ** -rng.uniform(1, 15, 500),
+                           [0.0, 1.0, -1.0, 0.5, np.nan, 2.0]]).astype(dt)
+    wide = np.concatenate([rng.uniform(-0.9, 3, 3000), 10.0 ** rng.uniform(-30, 30, 500),
+                           [0.0, -1.0, np.inf, np.nan, -0.5]]).astype(dt)
+    f32 = dt == np.float32
+    cases = [(kernels._erf_inv, k.erf_inv_f32 if f32 else k.erf_inv_f64, unit),
+             (kernels._log1p, k.log1p_f32 if f32 else k.log1p_f64, wide)]
+    if f32:
+        cases.append((kernels._log, k.log_f32, wide))
+    for impl, native_form, x in cases:
+        with np.errstate(all="ignore"):
+            want = kernels._xla_kernel(impl)(x)
+        got = np.array([native_form(v) for v in x], dt)
+        np.testing.assert_array_equal(got, want)
+    a, b, c = ((rng.normal(size=2000) * 10.0 ** rng.integers(-8, 8, 2000)).astype(dt)
+               for _ in range(3))
+    fma = numba.njit(lambda a, b, c: k.fma(a, b, c))  # (an intrinsic: native code only)
+    got = np.array([fma(*v) for v in zip(a, b, c)], dt)
+    np.testing.assert_array_equal(got, kernels._fma_np(a, b, c))
+
+
+def test_a_loop_drawing_normal_noise_runs_natively_with_the_same_bits(native_loops):
+    """A while loop adding ``random.normal`` noise at each step (diffrax's Brownian
+    increments): its erf_inv and log1p are native, so the loop is, drawing the Python tier's
+    bits."""
+    def run(x):
+        def body(c):
+            i, x = c
+            noise = remat.random.normal(remat.random.fold_in(remat.random.PRNGKey(0), i),
+                                        x.shape, x.dtype)
+            return i + 1, x * 0.9 + 0.1 * noise
+        return lax.while_loop(lambda c: c[0] < 30, body, (0, x))[1]
+
+    for dtype in (np.float32, np.float64):
+        with config.override("jax_enable_x64", True):
+            x = np.linspace(-1, 1, 6).astype(dtype)
+            got, want, states = _both_tiers(native_loops, remat.jit(run), x)
+            assert states and all(s == "ready" for s in states), states
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -10,6 +10,16 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from remat.exec.native_rules import BranchNotNative  # noqa: F401 (kernels raise _k.BranchNotNative)
+from remat.runtime.xla_constants import (
+    ERF_INV32,
+    ERF_INV64,
+    LOG1P,
+    LOG2_HI,
+    LOG2_LO,
+    LOG_P,
+    MIN_NORMAL32,
+    SQRT_HALF32,
+)
 
 # XLA's float32 tanh: a rational approximation on [-c, c] (saturated beyond), exact to a few
 # ulp; numba's tanhf is several times slower.
@@ -92,6 +102,123 @@ def exp_value(v):
     return y if v == v else v
 
 
+@intrinsic
+def fma(typingctx, a, b, c):
+    """The correctly rounded ``a * b + c`` of one float type (LLVM's fma: the instruction
+    where the CPU has it, the C library's otherwise), as XLA's kernels and remat's float
+    impls (``random.kernels._fma_kernel``) compute it."""
+    if not (isinstance(a, types.Float) and a == b == c):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+    return a(a, a, a), codegen
+
+
+# erf_inv as ``random.kernels._erf_inv``: w = -log1p(-x^2) (a rational approximation for small
+# arguments, log(1 + t) otherwise), then Giles' polynomials by Horner's rule in FMAs.
+_LOG2_LO32, _LOG2_HI32 = np.float32(LOG2_LO), np.float32(LOG2_HI)
+_LOG1P32_NUM, _LOG1P32_DEN, _LOG1P32_AT = LOG1P[np.dtype(np.float32)]
+_LOG1P64_NUM, _LOG1P64_DEN, _LOG1P64_AT = LOG1P[np.dtype(np.float64)]
+_ERF_INV32_LO, _ERF_INV32_HI = ERF_INV32
+_ERF_INV64_A, _ERF_INV64_B, _ERF_INV64_C = ERF_INV64
+_MIN_NORMAL32, _SQRT_HALF32 = np.float32(MIN_NORMAL32), np.float32(SQRT_HALF32)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _horner(coeffs, z):
+    p = fma(coeffs[0], z, coeffs[1])
+    for k in range(2, len(coeffs)):
+        p = fma(z, p, coeffs[k])
+    return p
+
+
+@intrinsic
+def _bits_of(typingctx, x):
+    """The int32 bit pattern of the float32 ``x``."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.int32(types.float32), codegen
+
+
+@njit(cache=True, error_model="numpy")
+def log_f32(a):
+    """``random.kernels._log_f32`` for one element (Cephes' logf, as Eigen's plog)."""
+    ac = a if a > _MIN_NORMAL32 else _MIN_NORMAL32
+    bits = _bits_of(ac)
+    e = np.float32(((bits >> 23) & 0xFF) - 127) + np.float32(1)
+    m = _float_from_bits(np.int32((bits & np.int32(-2139095041)) | np.int32(0x3F000000)))
+    small = m < _SQRT_HALF32
+    x = (m - np.float32(1)) + (m if small else np.float32(0))
+    if small:
+        e = e - np.float32(1)
+    x2 = x * x
+    x3 = x2 * x
+    c = LOG_P
+    y = fma(fma(x, c[0], c[1]), x, c[2])
+    y1 = fma(fma(x, c[3], c[4]), x, c[5])
+    y2 = fma(fma(x, c[6], c[7]), x, c[8])
+    y = fma(fma(y, x3, y1), x3, y2)
+    y = fma(y, x3, e * _LOG2_LO32)
+    r = fma(e, _LOG2_HI32, fma(-x2, np.float32(0.5), x) + y)
+    if a < 0 or a != a:
+        return np.float32(np.nan)
+    if a == 0:
+        return np.float32(-np.inf)
+    return np.float32(np.inf) if a == np.inf else r
+
+
+@njit(cache=True, error_model="numpy")
+def _log1p_rational(t, num, den, one, half):
+    """``random.kernels._log1p``'s rational branch (``one``, ``half``: of ``t``'s type)."""
+    p = one
+    for k in range(len(num)):
+        p = fma(p, t, num[k])
+    q = den[0]
+    for k in range(1, len(den)):
+        q = fma(q, t, den[k])
+    t2 = t * t
+    return t + fma(t2, -half, (t * t2) * (q / p))
+
+
+@njit(cache=True, error_model="numpy")
+def log1p_f32(t):
+    """``random.kernels._log1p`` for one float32 element."""
+    if np.abs(t) < _LOG1P32_AT:
+        return _log1p_rational(t, _LOG1P32_NUM, _LOG1P32_DEN, np.float32(1), np.float32(0.5))
+    return log_f32(t + np.float32(1))
+
+
+@njit(cache=True, error_model="numpy")
+def log1p_f64(t):
+    """``random.kernels._log1p`` for one float64 element (the C library's log elsewhere)."""
+    if np.abs(t) < _LOG1P64_AT:
+        return _log1p_rational(t, _LOG1P64_NUM, _LOG1P64_DEN, 1.0, 0.5)
+    return np.log(t + 1.0)
+
+
+@njit(cache=True, error_model="numpy")
+def erf_inv_f32(x):
+    w = -log1p_f32(x * -x)
+    if w < np.float32(5):
+        p = _horner(_ERF_INV32_LO, w - np.float32(2.5))
+    else:
+        p = _horner(_ERF_INV32_HI, np.sqrt(w) - np.float32(3))
+    return x * (np.float32(np.inf) if np.abs(x) == 1 else p)
+
+
+@njit(cache=True, error_model="numpy")
+def erf_inv_f64(x):
+    w = -log1p_f64(x * -x)
+    if w < 6.25:
+        p = _horner(_ERF_INV64_A, w - 3.125)
+    elif w < 16.0:
+        p = _horner(_ERF_INV64_B, np.sqrt(w) - 3.25)
+    else:
+        p = _horner(_ERF_INV64_C, np.sqrt(w) - 5.0)
+    return x * (np.inf if np.abs(x) == 1 else p)
+
+
 @njit(cache=True, inline="always", error_model="numpy")
 def flushed(x, tiny):
     """``x`` with a subnormal read as a zero of its sign, as the executor's denormals-are-zero
@@ -116,6 +243,12 @@ def int_rem(x, y):
     r = x % safe
     r = r - safe if r != 0 and (x < 0) != (safe < 0) else r
     return r if y != 0 else x
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def uint_div(x, y):
+    """lax's unsigned integer division; ``x / 0`` has every bit set."""
+    return x // y if y != 0 else ~(x ^ x)
 
 
 @njit(cache=True, inline="always", error_model="numpy")

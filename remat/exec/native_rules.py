@@ -85,10 +85,10 @@ for _name, _f in {**_FLOAT_UNARY, **_FLOAT_BINARY}.items():
 
 def _int_helper(name, dtype):
     """The helper computing integer ``div`` or ``rem`` as lax does (toward zero, not numba's
-    ``//``; by 0 as XLA), or None: signed ``div`` and ``rem`` (in int64), unsigned ``rem``."""
+    ``//``; by 0 as XLA), or None: signed ``div`` and ``rem`` (in int64), unsigned ones."""
     if dtype.kind == "i":
         return f"int_{name}"
-    return "uint_rem" if dtype.kind == "u" and name == "rem" else None
+    return f"uint_{name}" if dtype.kind == "u" else None
 
 
 def _div(ctx, eqn, ins):
@@ -359,7 +359,30 @@ def _element_logistic(ctx, eqn, ins):
     return f"({one} / ({one} + {_exp(f'-{ins[0]}', dtype)}))"
 
 
+def _xla_kernel(float32_helper, float64_helper):
+    """One of ``random.kernels``' XLA float kernels, by its ``native_kernels`` helper per
+    dtype: bit for bit its impl (float16 and narrower are left to the Python tier)."""
+    def rule(ctx, eqn, ins):
+        dtype = _out(eqn).dtype
+        helper = {np.dtype(np.float32): float32_helper,
+                  np.dtype(np.float64): float64_helper}.get(dtype)
+        return None if helper is None else f"{helper}({', '.join(ins)})"
+    return rule
+
+
+_XLA_KERNELS = {
+    "xla_erf_inv": _xla_kernel("_k.erf_inv_f32", "_k.erf_inv_f64"),
+    "xla_log1p": _xla_kernel("_k.log1p_f32", "_k.log1p_f64"),
+    "xla_log": _xla_kernel("_k.log_f32", "np.log"),
+    "fma": _xla_kernel("_k.fma", "_k.fma"),
+}
+for _name, _rule in _XLA_KERNELS.items():  # (rank 0; arrays are fused element by element)
+    rules[_name] = lambda ctx, eqn, ins, _rule=_rule: None if any(
+        _rank(v) for v in eqn.invars) else [_rule(ctx, eqn, ins)]
+
+
 _ELEMENT_RULES = {
+    **_XLA_KERNELS,
     **{name: _binary(op) for name, op in _BINARY_OPS.items()},
     **{name: _call(f) for name, f in {**_FLOAT_UNARY, **_FLOAT_BINARY}.items()},
     "div": _element_int("div", _div), "rem": _element_int("rem", _rem),
