@@ -432,16 +432,21 @@ class Loop:
             if self.spent < HOT_SECONDS:
                 return
             self.state = "compiling"
+            _typing[0] += 1  # (``wait`` waits for it: its compile is not queued yet)
         try:
-            types = types()
-        except ValueError as e:  # (an operand type numba does not have)
-            self.error, self.state = e.with_traceback(None), "failed"
-            return
-        if _synchronous:
-            self._compile(types)
-        else:
+            try:
+                types = types()
+            except ValueError as e:  # (an operand type numba does not have)
+                self.error, self.state = e.with_traceback(None), "failed"
+                return
             _pending.add(self)
-            _compile_later(self, types)
+            if _synchronous:
+                self._compile(types)
+            else:
+                _compile_later(self, types)
+        finally:
+            with _heat_lock:
+                _typing[0] -= 1
 
     def _compile(self, types):
         """Load the kernel, compiled for ``types``: from the cache where an earlier run or the
@@ -488,6 +493,7 @@ class Loop:
 
 
 _heat_lock = threading.Lock()
+_typing = [0]  # hot loops whose operands are being typed (numba's import, the first time)
 
 
 # --- long calls: hot while they run --------------------------------------------------------
@@ -623,7 +629,11 @@ def is_dispatch_error(error):
 
 
 def wait():
-    """Block until every kernel being compiled is ready (or has failed)."""
+    """Block until every kernel being compiled is ready (or has failed): a loop the watcher
+    has made hot may still be typing its operands (numba's first import), its compile not yet
+    queued."""
+    while _typing[0]:
+        time.sleep(0.001)
     for loop in list(_pending):
         if loop.thread is not None:
             loop.thread.join()
