@@ -27,22 +27,22 @@ def test_the_native_threefry_pair_is_the_impls_hash():
     np.testing.assert_array_equal(got.astype(np.uint32), np.asarray(want))
 
 
-def _both_tiers(native, f, *args):
-    """``f(*args)`` on the Python tier and on the native one, and the states of the loops it
-    made (other tests' loops may still be alive)."""
-    def loops():
-        return {id(loop): loop for t in native._loops.values() for loop in t.values()}
+def _both_tiers(new_loops, f, *args):
+    """``f(*args)`` on the Python tier and on the native one (every loop compiled: the
+    ``native_loops`` fixture), and the states of the loops it made."""
+    results = []
 
-    before = loops()  # (held: a loop freed meanwhile could lend a new one its id)
-    with config.override("remat_native_loops", False):
-        want = f(*args)
-    f(*args)  # (on the Python tier, then compiled: the ``native_loops`` fixture)
-    got = f(*args)
-    states = [loop.state for key, loop in loops().items() if key not in before]
+    def run():
+        with config.override("remat_native_loops", False):
+            results.append(f(*args))
+        f(*args)  # (on the Python tier, then compiled)
+        results.append(f(*args))
+    states = [loop.state for loop in new_loops(run)]
+    want, got = results
     return got, want, states
 
 
-def test_a_loop_drawing_a_row_at_each_step_runs_natively(native_loops):
+def test_a_loop_drawing_a_row_at_each_step_runs_natively(native_loops, new_loops):
     def run(buf):
         def body(c):
             i, buf = c
@@ -51,12 +51,13 @@ def test_a_loop_drawing_a_row_at_each_step_runs_natively(native_loops):
         return lax.while_loop(lambda c: c[0] < buf.size, body, (1, buf))[1]
 
     buf = np.linspace(0.1, 1.0, 200, dtype=np.float32)
-    got, want, states = _both_tiers(native_loops, remat.jit(run), buf)
+    got, want, states = _both_tiers(new_loops, remat.jit(run), buf)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
     assert states == ["ready"]
 
 
-def test_a_scan_drawing_key_bits_in_its_body_matches_the_python_tier_bitwise(native_loops):
+def test_a_scan_drawing_key_bits_in_its_body_matches_the_python_tier_bitwise(
+        native_loops, new_loops):
     def run(key, xs):
         def body(key, x):
             key, sub = remat.random.split(key)
@@ -66,19 +67,19 @@ def test_a_scan_drawing_key_bits_in_its_body_matches_the_python_tier_bitwise(nat
 
     key = remat.random.PRNGKey(3)
     xs = np.arange(30, dtype=np.uint32).reshape(10, 3)
-    got, want, states = _both_tiers(native_loops, remat.jit(run), key, xs)
+    got, want, states = _both_tiers(new_loops, remat.jit(run), key, xs)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
     assert states == ["ready"]
 
 
-def test_unsigned_remainders_by_zero_keep_the_dividend_natively(native_loops):
+def test_unsigned_remainders_by_zero_keep_the_dividend_natively(native_loops, new_loops):
     def run(x, ys):
         return lax.scan(lambda c, y: (c, lax.rem(c, y)), x, ys)[1]
 
     x = np.uint32(4_000_000_000)
     ys = np.array([0, 1, 7, 3_000_000_000, 0xFFFFFFFF, 0], np.uint32)
-    got, want, states = _both_tiers(native_loops, remat.jit(run), x, ys)
+    got, want, states = _both_tiers(new_loops, remat.jit(run), x, ys)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     np.testing.assert_array_equal(np.asarray(want), [x, 0, x % 7, x % 3_000_000_000, x, x])
     assert states == ["ready"]
@@ -115,7 +116,7 @@ def test_xla_float_kernels_have_native_forms_bit_for_bit(dtype):
     np.testing.assert_array_equal(got, kernels._fma_np(a, b, c))
 
 
-def test_a_loop_drawing_normal_noise_runs_natively_with_the_same_bits(native_loops):
+def test_a_loop_drawing_normal_noise_runs_natively_with_the_same_bits(native_loops, new_loops):
     """A while loop adding ``random.normal`` noise at each step (diffrax's Brownian
     increments): its erf_inv and log1p are native, so the loop is, drawing the Python tier's
     bits."""
@@ -130,6 +131,6 @@ def test_a_loop_drawing_normal_noise_runs_natively_with_the_same_bits(native_loo
     for dtype in (np.float32, np.float64):
         with config.override("jax_enable_x64", True):
             x = np.linspace(-1, 1, 6).astype(dtype)
-            got, want, states = _both_tiers(native_loops, remat.jit(run), x)
+            got, want, states = _both_tiers(new_loops, remat.jit(run), x)
             assert states and all(s == "ready" for s in states), states
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -247,7 +247,7 @@ def _compile_elsewhere(jobs):
         deadline = threading.Timer(COMPILE_TIMEOUT, process.kill)
         deadline.start()
         try:  # (blocked in waitpid, no pipe to drain: no Python code runs until it ends)
-            with _waiting():
+            with _waiting_without_gil():
                 return process.wait() == 0
         finally:
             deadline.cancel()
@@ -288,7 +288,7 @@ def _prompt_switching():
 
 
 @contextlib.contextmanager
-def _waiting():
+def _waiting_without_gil():
     """Inside ``_prompt_switching``: this thread waits without the GIL (on the compiling
     process), so Python-tier loops need not yield to it meanwhile."""
     with _switching_lock:

@@ -147,7 +147,7 @@ def log_f32(a):
     ac = a if a > _MIN_NORMAL32 else _MIN_NORMAL32
     bits = _bits_of(ac)
     e = np.float32(((bits >> 23) & 0xFF) - 127) + np.float32(1)
-    m = _float_from_bits(np.int32((bits & np.int32(-2139095041)) | np.int32(0x3F000000)))
+    m = _float_from_bits((bits & ~np.int32(0x7F800000)) | np.int32(0x3F000000))  # [0.5, 1)
     small = m < _SQRT_HALF32
     x = (m - np.float32(1)) + (m if small else np.float32(0))
     if small:

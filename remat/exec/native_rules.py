@@ -154,13 +154,20 @@ def _complex(ctx, eqn, ins):
     if not out.shape:
         return [f"complex({ins[0]}, {ins[1]})"]
     buf = ctx.bind(f"np.empty({shape_src(out.shape)}, {ctx.dtype(out.dtype)})")
-    parts = [x if not _rank(v) else (x if x.isidentifier() else ctx.bind(x))
-             for x, v in zip(ins, eqn.invars)]
-    idx = _loop_nest(ctx, out.shape)
-    x, y = (f"{x}[{', '.join(idx)}]" if _rank(v) else x for x, v in zip(parts, eqn.invars))
-    ctx.line(f"{buf}[{', '.join(idx)}] = complex({x}, {y})")
-    ctx.indent -= len(idx)
+    elements = _elements(ctx, eqn, ins)
+    at = ", ".join(_loop_nest(ctx, out.shape))
+    ctx.line(f"{buf}[{at}] = complex({', '.join(elements(at))})")
+    ctx.indent -= len(out.shape)
     return [buf]
+
+
+def _elements(ctx, eqn, ins):
+    """``at -> each operand's element at the index source at``, for an equation whose
+    operands are of its result's shape or rank 0 (those are their own element); an operand's
+    expression is computed once, before the loop nest that reads it."""
+    names = [x if not _rank(v) or x.isidentifier() else ctx.bind(x)
+             for x, v in zip(ins, eqn.invars)]
+    return lambda at: [f"{x}[{at}]" if _rank(v) else x for x, v in zip(names, eqn.invars)]
 
 
 rules["exp"] = _complex_exp
@@ -1065,9 +1072,9 @@ def _threefry2x32(ctx, eqn, ins):
         pair = ctx.bind(f"_k.threefry_pair({', '.join(ins)})")
         return [f"{pair}[0]", f"{pair}[1]"]
     a, b = (ctx.bind(f"np.empty({shape_src(shape)}, np.uint32)") for _ in range(2))
+    elements = _elements(ctx, eqn, ins)
     at = ", ".join(_loop_nest(ctx, shape))
-    words = [f"{x}[{at}]" if _rank(v) else x for x, v in zip(ins, eqn.invars)]
-    pair = ctx.bind(f"_k.threefry_pair({', '.join(words)})")
+    pair = ctx.bind(f"_k.threefry_pair({', '.join(elements(at))})")
     ctx.line(f"{a}[{at}], {b}[{at}] = {pair}[0], {pair}[1]")
     ctx.indent -= len(shape)
     return [a, b]
