@@ -24,7 +24,7 @@ import remat.numpy as jnp
 import remat.random as random
 from remat import lax
 from remat.config import config
-from remat.random import kernels
+from remat.random import kernels, keys
 from remat.test_util import check_grads
 
 _DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -243,25 +243,66 @@ def test_fma_is_correctly_rounded(dtype, rng):
         assert (plain != out).any()  # the cases do exercise the single rounding
 
 
-def test_float64_fma_of_a_few_elements_is_correctly_rounded_too(rng):
-    """float64 FMAs of fewer than 32 elements run element by element on Python floats
-    (``_fma_wide_elements``): the same bits as the array path, specials included."""
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fma_of_a_few_elements_is_correctly_rounded_too(dtype, rng):
+    """float32 and float64 FMAs of fewer than 32 elements run element by element on Python
+    floats (``_fma_float32``, ``_fma_float64``): the same bits as the array paths, specials,
+    overflow and subnormals included."""
     with config.override("jax_enable_x64", True):
-        a, b, c = _fma_cases(np.float64, 400, rng)
+        a, b, c = _fma_cases(dtype, 400, rng)
         for lo in range(0, 400, 20):
             part = slice(lo, lo + 20)
             out = np.asarray(random.fma_p.bind(a[part], b[part], c[part]))
-            np.testing.assert_array_equal(out, _exact_fma(a[part], b[part], c[part],
-                                                          np.float64))
-    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e308, -1e308, 5e-324, 1.0, 3.0,
-                         2.0**-1022, 1 + 2.0**-52])
+            np.testing.assert_array_equal(out, _exact_fma(a[part], b[part], c[part], dtype))
+    big = np.finfo(dtype).max / 4
+    tiny = np.finfo(dtype).smallest_subnormal
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, big, -big, tiny, 1.0, 3.0,
+                         np.finfo(dtype).tiny, 1 + np.finfo(dtype).eps, 1 - np.finfo(dtype).eps,
+                         np.finfo(dtype).tiny * 0.75], dtype)
     a, b, c = (rng.choice(specials, 3000) for _ in range(3))
+    array_path = kernels._fma_wide if dtype == np.float64 else kernels._fma_narrow
     with np.errstate(all="ignore"):
-        wide = kernels._fma_wide(a, b, c)
+        whole = array_path(a, b, c)
         for lo in range(0, 3000, 30):
-            few = kernels._fma_wide_elements(a[lo:lo + 30], b[lo:lo + 30], c[lo:lo + 30])
-            np.testing.assert_array_equal(few, wide[lo:lo + 30])
-            np.testing.assert_array_equal(np.signbit(few), np.signbit(wide[lo:lo + 30]))
+            part = slice(lo, lo + 30)
+            few = kernels._fma_kernel(a[part], b[part], c[part])
+            assert few.dtype == dtype
+            np.testing.assert_array_equal(few, whole[part])
+            np.testing.assert_array_equal(np.signbit(few), np.signbit(whole[part]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_xla_kernels_of_a_few_elements_match_their_array_path(dtype, rng):
+    """The polynomial kernels evaluate few elements on Python floats (``_horner``): the same
+    bits as on many, for every branch of each kernel."""
+    x = np.concatenate([rng.uniform(-1, 1, 300), 1 - 10.0 ** rng.uniform(-17, 0, 200),
+                        np.sign(rng.normal(size=200)) * 10.0 ** rng.uniform(-40, 5, 200),
+                        [0.0, -0.0, 1.0, -1.0, np.nan, np.inf, -np.inf]]).astype(dtype)
+    kernels_of = {"erf_inv": kernels._erf_inv, "log1p": kernels._log1p,
+                  "log": lambda v: kernels._log(np.abs(v))}
+    if dtype == np.float32:
+        kernels_of["erf"] = kernels._erf
+    with np.errstate(all="ignore"):
+        for name, kernel in kernels_of.items():
+            whole = kernel(x)
+            few = np.concatenate([kernel(x[lo:lo + 7]) for lo in range(0, len(x), 7)])
+            np.testing.assert_array_equal(few, whole, err_msg=name)
+
+
+def test_threefry2x32_of_a_few_elements_matches_its_array_path(rng):
+    """Fewer than 16 elements hash on Python ints: the same bits as the uint32 arrays."""
+    words = [rng.integers(0, 2**32, size=64, dtype=np.uint64).astype(np.uint32)
+             for _ in range(4)]
+    whole = keys._threefry2x32_impl(*words)
+    for lo in range(0, 64, 8):
+        part = [w[lo:lo + 8] for w in words]
+        for key in (part[:2], [w[:1] for w in part[:2]]):  # keys per element, or one key
+            few = keys._threefry2x32_impl(*key, *part[2:])
+            ref = whole if key[0].size == 8 else keys._threefry2x32_impl(
+                np.broadcast_to(key[0], (64,)), np.broadcast_to(key[1], (64,)), *words[2:])
+            for out, expected in zip(few, ref):
+                assert out.dtype == np.uint32 and out.shape == (8,)
+                np.testing.assert_array_equal(out, expected[lo:lo + 8])
 
 
 @pytest.mark.parametrize("dtype,a,b,c,expected", [

@@ -446,7 +446,10 @@ def _unary_jvps():
 def _int_div(x, y):
     """Integer division rounds toward zero; ``x / 0`` is all ones (-1, or the unsigned
     maximum), as XLA computes it in JAX."""
-    if dtypes.kind(x.dtype) in "iu":
+    if dtypes.kind(x.dtype) == "u":
+        zero = y == 0
+        return np.where(zero, ~np.zeros((), x.dtype), x // np.where(zero, 1, y)).astype(x.dtype)
+    if dtypes.kind(x.dtype) == "i":
         q = np.floor_divide(x, np.where(y == 0, 1, y))
         fix = (np.remainder(x, np.where(y == 0, 1, y)) != 0) & ((x < 0) != (y < 0))
         return np.where(y == 0, ~np.zeros((), x.dtype), q + fix.astype(q.dtype)).astype(x.dtype)

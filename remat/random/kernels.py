@@ -129,26 +129,61 @@ def _fma_wide(a, b, c):
     return z if ok.all() else np.where(ok, z, a * b + c)
 
 
-def _fma_wide_elements(a, b, c):
-    """``_fma_wide`` element by element on Python floats: the same IEEE operations, so the same
-    bits, without its two dozen NumPy calls, which cost far more than the arithmetic on the
-    few elements a random draw's kernels mostly see (diffrax's Brownian tree: two)."""
+def _round_to_odd_float(x, y):
+    """``_add_round_to_odd`` on Python floats."""
+    s, e = _two_sum(x, y)
+    if e != 0 and math.isfinite(s) and math.isfinite(e) and not _bits64(s) & 1:
+        return math.nextafter(s, math.inf if e > 0 else -math.inf)
+    return s
+
+
+def _fma_float64(x, y, z):
+    """``_fma_wide`` on Python floats: the same IEEE operations, so the same bits."""
+    uh, ul = _two_prod(x, y)
+    th, tl = _two_sum(z, uh)
+    r = th + _round_to_odd_float(tl, ul)
+    return r if math.isfinite(r) and math.isfinite(ul) and math.isfinite(tl) else x * y + z
+
+
+def _fma_float32(x, y, z):
+    """``_fma_narrow`` for float32 on Python floats that hold float32 values."""
+    p = x * y  # exact in float64
+    s = p + z
+    if _bits64(s) & 0x1FFFFFFF == 0x10000000 or abs(s) < _TINY32:
+        s = _round_to_odd_float(p, z)
+    try:
+        return _FLOAT32.unpack(_FLOAT32.pack(s))[0]  # C's conversion: rounds to nearest even
+    except OverflowError:
+        return math.copysign(math.inf, s)
+
+
+def _bits64(x):
+    return _INT64.unpack(_FLOAT64.pack(x))[0]
+
+
+_FLOAT64, _INT64, _FLOAT32 = struct.Struct("<d"), struct.Struct("<q"), struct.Struct("<f")
+_TINY32 = float(np.finfo(np.float32).tiny)
+# The FMA on few elements is a loop over Python floats: NumPy's two dozen calls per FMA cost far
+# more than the arithmetic on the few elements a random draw's kernels mostly see (diffrax's
+# Brownian tree: two).
+_FEW_ELEMENTS = 32
+_FLOAT_FMA = {np.dtype(np.float32): _fma_float32, np.dtype(np.float64): _fma_float64}
+
+
+def _element_fma(dtype, *operands):
+    """The Python-float FMA for ``dtype`` when the operands have few elements, else None."""
+    if max(np.size(v) for v in operands) < _FEW_ELEMENTS:
+        return _FLOAT_FMA.get(dtype)
+    return None
+
+
+def _fma_elements(fma, a, b, c, dtype):
     shapes = (np.shape(a), np.shape(b), np.shape(c))
     shape = max(shapes, key=len)
     if any(s and s != shape for s in shapes):
         shape = np.broadcast_shapes(*shapes)
-    out = []
-    for x, y, z in zip(*(_elements(v, shape) for v in (a, b, c))):
-        uh, ul = _two_prod(x, y)
-        th, tl = _two_sum(z, uh)
-        s, e = _two_sum(tl, ul)
-        if e != 0 and math.isfinite(s) and math.isfinite(e) and \
-                not _INT64.unpack(_FLOAT64.pack(s))[0] & 1:
-            s = math.nextafter(s, math.inf if e > 0 else -math.inf)
-        r = th + s
-        ok = math.isfinite(r) and math.isfinite(ul) and math.isfinite(tl)
-        out.append(r if ok else x * y + z)
-    return np.array(out, np.float64).reshape(shape)
+    out = [fma(x, y, z) for x, y, z in zip(*(_elements(v, shape) for v in (a, b, c)))]
+    return np.array(out, dtype).reshape(shape)
 
 
 def _elements(v, shape):
@@ -158,18 +193,14 @@ def _elements(v, shape):
     return (v if np.shape(v) == shape else np.broadcast_to(v, shape)).ravel().tolist()
 
 
-_FLOAT64, _INT64 = struct.Struct("<d"), struct.Struct("<q")
-_FEW_ELEMENTS = 32  # below this many, the element loop is the faster float64 FMA
-
-
 def _fma_kernel(a, b, c):
     """The correctly rounded ``a * b + c`` (NumPy has no FMA), for operands of one float
     dtype of which at least one is an array of the full, non-scalar shape (the kernels)."""
-    if np.result_type(a, b, c).itemsize < 8:
-        return _fma_narrow(a, b, c)
-    if max(np.size(a), np.size(b), np.size(c)) < _FEW_ELEMENTS:
-        return _fma_wide_elements(a, b, c)
-    return _fma_wide(a, b, c)
+    dtype = np.result_type(a, b, c)
+    fma = _element_fma(dtype, a, b, c)
+    if fma is not None:
+        return _fma_elements(fma, a, b, c, dtype)
+    return _fma_narrow(a, b, c) if dtype.itemsize < 8 else _fma_wide(a, b, c)
 
 
 def _fma_np(a, b, c):
@@ -258,6 +289,18 @@ def _const(value, dtype):
 
 
 def _horner(coeffs, z):
+    """``coeffs[0] * z**n + ... + coeffs[n]`` by Horner's rule, each step one FMA."""
+    fma = _element_fma(z.dtype, z)
+    if fma is not None:
+        c0, c1, *cs = (float(c) for c in coeffs)
+
+        def polynomial(v):
+            p = fma(c0, v, c1)
+            for c in cs:
+                p = fma(v, p, c)
+            return p
+
+        return np.array([polynomial(v) for v in z.ravel().tolist()], z.dtype).reshape(z.shape)
     p = _fma_kernel(coeffs[0], z, coeffs[1])
     for c in coeffs[2:]:
         p = _fma_kernel(z, p, c)
@@ -316,12 +359,8 @@ def _log1p(t):
     num, den, threshold = LOG1P[t.dtype]
 
     def rational(ts):
-        p = np.ones_like(ts)
-        for c in num:
-            p = _fma_kernel(p, ts, c)
-        q = np.full_like(ts, den[0])
-        for c in den[1:]:
-            q = _fma_kernel(q, ts, c)
+        p = _horner((1, *num), ts)
+        q = _horner(den, ts)
         t2 = ts * ts
         return ts + _fma_kernel(t2, t.dtype.type(-0.5), (ts * t2) * (q / p))
 

@@ -16,6 +16,7 @@ counter of every output element on its own; ``False`` hashes ``iota`` split into
 and concatenates the halves. Both are implemented; the flag is read at call time.
 """
 
+import itertools
 import math
 import warnings
 from collections.abc import Sequence
@@ -64,7 +65,9 @@ _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 def _threefry2x32_impl(k1, k2, x1, x2):
     """Threefry-2x32 with 20 rounds (Salmon et al. 2011), in uint32 arithmetic that wraps."""
     shape = np.broadcast_shapes(k1.shape, k2.shape, x1.shape, x2.shape)
-    ks = (k1, k2, k1 ^ k2 ^ np.uint32(0x1BD11BDA))
+    if math.prod(shape) < _FEW_ELEMENTS:
+        return _threefry2x32_elements(k1, k2, x1, x2, shape)
+    ks = (k1, k2, k1 ^ k2 ^ np.uint32(_PARITY))
     with np.errstate(over="ignore"):
         a = np.array(np.broadcast_to(x1 + ks[0], shape), dtype=np.uint32)
         b = np.array(np.broadcast_to(x2 + ks[1], shape), dtype=np.uint32)
@@ -79,6 +82,32 @@ def _threefry2x32_impl(k1, k2, x1, x2):
             b += ks[(i + 2) % 3]
             b += np.uint32(i + 1)
     return [a, b]
+
+
+def _threefry2x32_elements(k1, k2, x1, x2, shape):
+    """``_threefry2x32_impl`` on Python ints, element by element: on a few elements (a key
+    split, one draw) its hundred NumPy calls cost more than the arithmetic."""
+    out_a, out_b = [], []
+    size = math.prod(shape)
+    lists = (itertools.repeat(v.item(), size) if v.size == 1 else
+             (v if v.shape == shape else np.broadcast_to(v, shape)).ravel().tolist()
+             for v in (k1, k2, x1, x2))
+    for key1, key2, a, b in zip(*lists):
+        ks = (key1, key2, key1 ^ key2 ^ _PARITY)
+        a, b = (a + key1) & _MASK, (b + key2) & _MASK
+        for i in range(5):
+            for r in _ROTATIONS[i % 2]:
+                a = (a + b) & _MASK
+                b = (((b << r) & _MASK) | (b >> (32 - r))) ^ a
+            a = (a + ks[(i + 1) % 3]) & _MASK
+            b = (b + ks[(i + 2) % 3] + i + 1) & _MASK
+        out_a.append(a)
+        out_b.append(b)
+    return [np.array(out_a, np.uint32).reshape(shape), np.array(out_b, np.uint32).reshape(shape)]
+
+
+_PARITY, _MASK = 0x1BD11BDA, 0xFFFFFFFF
+_FEW_ELEMENTS = 16
 
 
 def _threefry2x32_abstract_eval(k1, k2, x1, x2):
