@@ -6,6 +6,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import remat
 from remat import lax
@@ -107,7 +109,21 @@ CASES = [
      (1, 1), 1, 1),
     ((1, 2, 4, 3, 3), (2, 2, 2, 2, 2), ("NCDHW", "OIDHW", "NCDHW"), (1, 2, 1), "SAME", (1, 1, 1),
      (1, 1, 2), 1, 1),
+    # wide enough for the shifted products (``_shifted_conv``): by taps (16 features) ...
+    ((2, 16, 9), (5, 16, 3), ("NCH", "OIH", "NCH"), (1,), "SAME", (1,), (1,), 1, 1),
+    ((2, 7, 6, 16), (3, 2, 16, 5), ("NHWC", "HWIO", "NHWC"), (1, 1), "SAME", (1, 1), (2, 1), 1,
+     1),
+    ((2, 16, 5, 4), (3, 16, 2, 2), ("NCHW", "OIHW", "NCHW"), (1, 1), [(1, 2), (0, -1)], (2, 1),
+     (1, 1), 1, 1),
+    ((1, 16, 6, 6, 6), (2, 16, 2, 2, 2), ("NCDHW", "OIDHW", "NCDHW"), (1, 1, 1), "SAME",
+     (1, 1, 1), (1, 1, 2), 1, 1),
+    # ... and by windows (16 images, few output positions: a weight gradient's shape)
+    ((16, 3, 6, 6), (4, 3, 5, 5), ("NCHW", "OIHW", "NCHW"), (1, 1), "VALID", (1, 1), (1, 1), 1,
+     1),
+    ((16, 7, 6, 2), (4, 5, 2, 3), ("NHWC", "HWIO", "NHWC"), (1, 1), [(1, 0), (0, 1)], (1, 1),
+     (1, 1), 1, 1),
 ]
+SHIFTED = range(13, 19)
 IDS = [f"{c[2][0]}-{c[4] if isinstance(c[4], str) else 'explicit'}-f{c[7]}b{c[8]}-{i}"
        for i, c in enumerate(CASES)]
 
@@ -146,6 +162,84 @@ def test_values_against_jax(case):
     out = _call(x, w, case)
     assert out.shape == expected.shape
     np.testing.assert_allclose(np.asarray(out), np.asarray(expected), rtol=1e-5, atol=1e-5)
+
+
+def _shifted_calls(monkeypatch):
+    """The ways ``_shifted_conv`` goes, recorded: "taps", "windows", or None (im2col)."""
+    ways = []
+    original = convolution._shifted_conv
+
+    def spy(x, w, rhs_dilation, out_spatial, work):
+        out = original(x, w, rhs_dilation, out_spatial, work)
+        way = None if out is None else "taps" if x.shape[-1] >= convolution._MIN_SHIFTED_WIDTH \
+            and np.prod(x.shape[1:-1]) * w[0, 0].size <= 2 * np.prod(out_spatial) * \
+            w[0, 0].size else "windows"
+        ways.append(way)
+        return out
+
+    monkeypatch.setattr(convolution, "_shifted_conv", spy)
+    return ways
+
+
+@pytest.mark.parametrize("case", [CASES[i] for i in SHIFTED], ids=[IDS[i] for i in SHIFTED])
+def test_wide_convolutions_take_the_shifted_products(case, monkeypatch):
+    """The cases meant for ``_shifted_conv`` do not fall back to im2col (the value tests above
+    then check its values), and give im2col's values to rounding."""
+    ways = _shifted_calls(monkeypatch)
+    x, w = _rand(case[0]), _rand(case[1])
+    out = np.asarray(_call(x, w, case))
+    assert ways and all(ways), ways
+    monkeypatch.setattr(convolution, "_MIN_SHIFTED_WIDTH", 10**9)  # im2col
+    np.testing.assert_allclose(out, np.asarray(_call(x, w, case)), rtol=1e-5, atol=1e-5)
+    assert ways[-1] is None
+
+
+def test_shifted_windows_keep_non_finite_inputs_to_their_own_outputs(monkeypatch):
+    """By windows, the products that are not the convolution's multiply zeros of the spread
+    kernel by inputs outside a window: an inf there would make the window's output NaN, so
+    an input with one goes to im2col, and only the outputs whose windows hold it are not
+    finite."""
+    case = CASES[17]
+    x, w = _rand(case[0]), _rand(case[1])
+    x[3, 1, 4, 2] = np.inf
+    ways = _shifted_calls(monkeypatch)
+    out = np.asarray(_call(x, w, case))
+    assert ways == [None]
+    expected = conv_reference(x, w, case[3], _pads(case[4], case[0][2:], case[1][2:], case[3],
+                                                   case[6]), case[5], case[6], case[2])
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    assert np.isfinite(out[:3]).all() and np.isfinite(out[4:]).all()
+    assert not np.isfinite(out[3]).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_shifted_products_match_the_direct_loop_on_generated_convolutions(data):
+    """Generated stride-1 convolutions wide enough for ``_shifted_conv`` (either way), in 1 to
+    3 spatial dims, with padding (negative too) and both dilations: its values are the
+    direct loop's."""
+    nsp = data.draw(st.integers(1, 3), "spatial dims")
+    windows = data.draw(st.booleans(), "weight-gradient shape")
+    n = data.draw(st.integers(16, 18)) if windows else data.draw(st.integers(1, 2))
+    c = data.draw(st.integers(1, 3)) if windows else data.draw(st.integers(16, 18))
+    size = 6 if nsp < 3 else 4
+    spatial = data.draw(st.lists(st.integers(2, size), min_size=nsp, max_size=nsp))
+    kernel = [data.draw(st.integers(1, s)) for s in spatial]
+    pads = [tuple(data.draw(st.integers(-1, 2)) for _ in "lh") for _ in spatial]
+    lhs_d = data.draw(st.lists(st.integers(1, 2), min_size=nsp, max_size=nsp))
+    rhs_d = data.draw(st.lists(st.integers(1, 2), min_size=nsp, max_size=nsp))
+    o = data.draw(st.integers(1, 4))
+    letters = "DHW"[-nsp:]
+    layouts = ("N" + letters + "C", letters + "IO", "NC" + letters)
+    x = _rand((n, *spatial, c))
+    w = _rand((*kernel, c, o))
+    case = (x.shape, w.shape, layouts, (1,) * nsp, pads, tuple(lhs_d), tuple(rhs_d), 1, 1)
+    try:
+        out = np.asarray(_call(x, w, case))
+    except (TypeError, ValueError):  # (pads that crop past the input)
+        return
+    expected = conv_reference(x, w, (1,) * nsp, pads, lhs_d, rhs_d, layouts)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_large_batch_goes_in_chunks(monkeypatch):
@@ -335,8 +429,8 @@ def test_jaxpr_printing():
 
 # --- derivatives -----------------------------------------------------------------------------
 
-GRAD_CASES = [CASES[i] for i in (1, 2, 4, 7, 8, 10, 11)]
-GRAD_IDS = [IDS[i] for i in (1, 2, 4, 7, 8, 10, 11)]
+GRAD_CASES = [CASES[i] for i in (1, 2, 4, 7, 8, 10, 11, 13, 17)]
+GRAD_IDS = [IDS[i] for i in (1, 2, 4, 7, 8, 10, 11, 13, 17)]
 
 
 @pytest.mark.parametrize("case", GRAD_CASES, ids=GRAD_IDS)

@@ -312,6 +312,7 @@ def _conv_abstract_eval(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_
 # --- impl ------------------------------------------------------------------------------------
 
 _CHUNK_BYTES = 64 << 20  # bound on the im2col buffer: larger batches go in chunks
+_MIN_SHIFTED_WIDTH = 16  # the narrowest inner dimension of ``_shifted_conv``'s products
 
 
 def _dilate_and_pad(x, lhs_dilation, padding, dtype):
@@ -328,6 +329,66 @@ def _dilate_and_pad(x, lhs_dilation, padding, dtype):
     out[(slice(None),) + place] = x
     crop = tuple(slice(max(-lo, 0), g - max(-hi, 0)) for g, (lo, hi) in zip(grown, padding))
     return out[(slice(None),) + crop]
+
+
+def _shifted_conv(x, w, rhs_dilation, out_spatial, work):
+    """A stride-1, ungrouped convolution of ``x`` (N, padded spatial..., C; dilated) by ``w``
+    (O, C, K...) as ``(N, out..., O)``, without im2col's copy of every window: in ``x``
+    flattened row-major, a window's element at kernel offset ``k`` sits a fixed distance
+    ``k . strides`` from the window's start, for every window. So either
+    - *by taps*: each kernel offset's product is one matrix product of a contiguous run of the
+      flattened rows (every position computed, the valid ones kept), summed over the offsets;
+      or
+    - *by windows*: each output position's product is one matrix product of a strided view
+      (batch rows, a contiguous run of the position's window rows) with the kernel spread
+      over that run, zeros between its rows (a weight gradient's few positions, large window).
+    Whichever computes fewer needless products; None where both waste over half their work
+    (im2col is then cheaper), or where the windows' needless products would multiply a
+    non-finite input (``0 * inf``)."""
+    n, padded, c = x.shape[0], x.shape[1:-1], x.shape[-1]
+    o, kernel = w.shape[0], w.shape[2:]
+    strides = [int(np.prod(padded[i + 1:], dtype=np.int64)) for i in range(len(padded))]
+    offsets = [sum(k * r * s for k, r, s in zip(at, rhs_dilation, strides))
+               for at in np.ndindex(*kernel)]
+    taps, extent = len(offsets), offsets[-1] + 1
+    rows, positions = int(np.prod(padded, dtype=np.int64)), int(np.prod(out_spatial))
+    # (the products' inner dimensions: by taps, C; by windows, N; narrow ones make BLAS slow)
+    by_taps = rows * taps if c >= _MIN_SHIFTED_WIDTH else np.inf
+    by_windows = positions * extent if n >= _MIN_SHIFTED_WIDTH else np.inf
+    if min(by_taps, by_windows) > 2 * positions * taps:
+        return None
+    x = np.ascontiguousarray(x, work)
+    kernel_rows = np.moveaxis(w.reshape(o, c, taps), 0, -1).astype(work, copy=False)  # (C, taps, O)
+    if by_taps <= by_windows:
+        flat = x.reshape(n * rows, c)
+        span = n * rows - offsets[-1]  # (rows past it are no valid position's)
+        out = np.empty((n * rows, o), work)
+        for t, offset in enumerate(offsets):
+            part, taken = flat[offset:offset + span], np.ascontiguousarray(kernel_rows[:, t])
+            if t == 0:
+                parallel.matmul(part, taken, out=out[:span])
+            else:
+                out[:span] += parallel.matmul(part, taken)
+        valid = (slice(None),) + tuple(slice(0, k) for k in out_spatial)
+        return out.reshape((n,) + padded + (o,))[valid].copy()  # (the modelled buffer)
+    else:
+        if dtypes.kind(work) in "fc" and not np.isfinite(x).all():
+            return None
+        spread = np.zeros((extent, c, o), work)
+        spread[offsets] = kernel_rows.transpose(1, 0, 2)
+        spread = spread.reshape(extent * c, o)
+        flat = x.reshape(n, rows * c)
+        starts = [sum(p * s for p, s in zip(at, strides)) for at in np.ndindex(*out_spatial)]
+        out = np.empty((n, positions, o), work)
+
+        def products(first, stop):  # (one worker's positions: each product is narrow)
+            for i in range(first, stop):
+                np.matmul(flat[:, starts[i] * c:(starts[i] + extent) * c], spread,
+                          out=out[:, i])
+
+        parallel.run_parts(products, parallel.bounds(positions,
+                                                     min(parallel.workers(), positions)))
+        return out.reshape((n,) + tuple(out_spatial) + (o,))
 
 
 def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
@@ -358,6 +419,10 @@ def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
     positions = int(np.prod(out_spatial, dtype=np.int64))
     if n * o_total * positions == 0 or k_size == 0:
         return np.zeros((n,) + out_spatial + (o_total,), work).transpose(out_perm)
+    if groups == 1 and all(s == 1 for s in window_strides):
+        res = _shifted_conv(x, w, rhs_dilation, out_spatial, work)
+        if res is not None:
+            return res.transpose(out_perm)
     win = np.lib.stride_tricks.sliding_window_view(x, window, axis=tuple(range(1, 1 + nsp)))
     win = win[(slice(None),) + tuple(slice(None, None, s) for s in window_strides)
               + (slice(None),) + tuple(slice(None, None, r) for r in rhs_dilation)]
