@@ -7,7 +7,10 @@ The impl is im2col on NumPy, channels-last: the input is zero-interleaved (lhs d
 padded in one allocation, ``sliding_window_view`` exposes every window as a strided view (window
 strides and rhs dilation are slices of that view), and one batched ``np.matmul`` per chunk of
 the batch (the patch buffer stays under ``_CHUNK_BYTES``) contracts the patches with the kernel,
-one matrix product per feature/batch group.
+one matrix product per feature/batch group. Stride-1 ungrouped convolutions wide enough skip
+im2col's copy (``_shifted_conv``): in the flattened input a window's elements sit at fixed
+distances from its start, so contiguous runs and strided views of the input itself are the
+matrix products' operands.
 
 ``batch_group_count`` is fully supported (XLA's semantics: the lhs batch dim splits into
 groups, group-major, each paired with one group of output features); the rhs transpose of a
