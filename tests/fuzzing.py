@@ -849,6 +849,47 @@ def check_native(program, remat_ns):
         for _ in range(2):
             got = _run(program, remat_ns, Flags(), args)
             assert_same(program, "native vs Python loops", got, want)
+    with config.override("remat_native_loops", True), _handing_over():
+        got = _run(program, remat_ns, Flags(), args)
+        assert_same(program, "native vs Python loops", got, want)
+
+
+class _ReadyAfter:
+    """A loop's ``native_ready`` flag as its Python-tier kernel reads it between iterations:
+    ready from the second read on."""
+
+    def __init__(self):
+        self.reads = 0
+
+    def __getitem__(self, index):
+        self.reads += 1
+        return self.reads > 1
+
+
+@contextlib.contextmanager
+def _handing_over():
+    """Every loop whose kernel an earlier run compiled starts each call on the Python tier and
+    hands over to the native kernel after its first iteration (``native.HandOver``), as a
+    long call does once its compile ends."""
+    make, patched = native._loop, {}
+
+    def loop_handing_over(jaxpr, key, write):
+        loop = make(jaxpr, key, write)
+        kernel = native._dispatchers.get(loop.source)
+        if kernel is not None and loop.python is not None and loop not in patched:
+            patched[loop] = loop.kernel, loop.state
+            loop.kernel, loop.state = kernel, "compiling"  # (calls start on the Python tier)
+            loop.python.__globals__["_native_ready"] = _ReadyAfter()
+        return loop
+
+    native._loop = loop_handing_over
+    try:
+        yield
+    finally:
+        native._loop = make
+        for loop, (kernel, state) in patched.items():
+            loop.kernel, loop.state = kernel, state
+            loop.python.__globals__["_native_ready"] = loop.native_ready
 
 
 def check_program(program, remat_ns, jax_ns=None):

@@ -130,6 +130,61 @@ def test_a_while_call_hands_over_to_the_native_kernel_once_ready(native_loops, n
         np.testing.assert_array_equal(buf, want)
 
 
+class _ReadyAfter:
+    """A loop's ``native_ready`` flag as its Python-tier kernel reads it: ready from the
+    ``n``-th read on (the iteration a scan's kernel checks it at)."""
+
+    def __init__(self, n):
+        self.reads, self.n = 0, n
+
+    def __getitem__(self, index):
+        self.reads += 1
+        return self.reads > self.n
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_scan_call_hands_over_to_the_native_kernel_at_the_iteration_it_reached(
+        reverse, native_loops, new_loops):
+    """A long scan's Python-tier call goes on natively once the kernel is ready: from the
+    carries reached, over the rest of its xs, writing the rest of its ys."""
+    n, done = 50, 17
+    xs = np.linspace(-1, 1, n * 3, dtype=np.float32).reshape(n, 3)
+
+    def run(c, xs):
+        return lax.scan(lambda c, x: (jnp.tanh(c * 0.9 + x), c * x), c, xs, reverse=reverse)
+
+    f = remat.jit(run)
+    c0 = np.full(3, 0.5, np.float32)
+    with config.override("remat_native_loops", False):
+        (loop,) = new_loops(lambda: f(c0, xs))
+        want_c, want_ys = (np.asarray(a) for a in f(c0, xs))
+    f(c0, xs)  # (compiled at the first run: ``native_loops``)
+    assert loop.state == "ready"
+    assert any("_native_ready[0]" in line for line in loop.python.source_lines)
+
+    started = []
+    kernel = loop.kernel
+
+    def counting(*args):  # the native kernel, recording how many iterations it was left
+        started.append(int(args[0]))
+        return kernel(*args)
+
+    namespace = loop.python.__globals__
+    flag = namespace["_native_ready"]
+    # (the call starts on the Python tier, as one that started before the compile ended)
+    loop.kernel, loop.state, namespace["_native_ready"] = counting, "compiling", _ReadyAfter(done)
+    try:
+        c, ys = (np.asarray(a) for a in f(c0, xs))
+    finally:
+        loop.kernel, loop.state, namespace["_native_ready"] = kernel, "ready", flag
+    assert started == [n - done]
+    # (numba's tanh and NumPy's differ in the last bits)
+    np.testing.assert_allclose(c, want_c, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(ys, want_ys, rtol=1e-6, atol=1e-6)
+    ran = slice(0, done) if not reverse else slice(n - done, n)  # (the Python tier's own)
+    np.testing.assert_array_equal(ys[ran], want_ys[ran])
+
+
 def test_a_hand_over_to_a_kernel_of_other_types_finishes_on_the_python_tier(native_loops,
                                                                            new_loops):
     from remat.exec import loops
@@ -140,7 +195,7 @@ def test_a_hand_over_to_a_kernel_of_other_types_finishes_on_the_python_tier(nati
     f(xs)
     assert loop.state == "ready"
     other = xs.astype(np.float64)  # (types the kernel was not compiled for)
-    i, buf = loops._handed_over(loop, [1, other.copy()], (1, other.copy()), {1})
+    i, buf = loops._handed_over(loop, [1, other.copy()], {1})
     assert loop.state == "cold" and loop.native_ready == [False]
     np.testing.assert_array_equal(buf, loop.python(1, other.copy())[1])
     assert int(i) == 30

@@ -56,7 +56,9 @@ def scan_source(jaxpr, num_consts, num_carry, reverse, native, donated=()):
     ys = [f"ys{i}" for i in range(num_ys)]
     k.line("for it in range(length):")
     k.indent += 1
-    if not native:
+    if not native:  # (as a while kernel's: the native kernel goes on from iteration ``it``)
+        k.line("if _native_ready[0]:")
+        k.line(f"    raise _HandOver(({''.join(c + ', ' for c in carry)}), it)")
         k.line("if _yielding[0]:")
         k.line("    _yield_to_background()")
     k.line("i = length - 1 - it" if reverse else "i = it")

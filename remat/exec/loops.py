@@ -3,6 +3,7 @@ plans (or, once a loop of tiny arrays is hot, its native kernel: ``native``), ``
 the chosen branch's plan. These are the primitives' impls, registered here so that
 ``remat.lax`` knows nothing of the executor."""
 
+import functools
 import time
 
 import numpy as np
@@ -74,9 +75,11 @@ def _rerun_on_exit(loop, kernel, run):
         return run(loop.python)
 
 
-def _run_kernel(loop, kernel, peak, args, written=()):
+def _run_kernel(loop, kernel, peak, args, written=(), rest=None):
     """``kernel(*args)`` (the operands at the positions ``written`` written by it) accounted at
-    the body's modelled peak; the time it took counts towards compiling the loop natively."""
+    the body's modelled peak; the time it took counts towards compiling the loop natively.
+    A Python-tier call handed over (``native.HandOver``) goes on from the operands
+    ``rest(args, hand_over)`` gives (by default a while loop's: its carries replaced)."""
     # (the Python kernel takes the operands as the plans would: their layout decides BLAS's
     # rounding; a native kernel's argument types need them canonical)
     operands = args if kernel is loop.python else loop.native_operands(args, written)
@@ -90,7 +93,7 @@ def _run_kernel(loop, kernel, peak, args, written=()):
         try:
             out = kernel(*operands)
         except native.HandOver as h:
-            out = _handed_over(loop, args, h.carries, written)
+            out = _handed_over(loop, (rest or _rest_of_while)(args, h), written)
         except TypeError as e:
             if kernel is loop.python or not native.is_dispatch_error(e):
                 raise
@@ -109,11 +112,15 @@ def _run_kernel(loop, kernel, peak, args, written=()):
     return out
 
 
-def _handed_over(loop, args, carries, written):
-    """The rest of a while loop's call, from the ``carries`` its Python-tier kernel reached
-    when the native kernel became ready (``native.HandOver``): on the native kernel, or on
-    the Python tier where the native one was compiled for other types."""
-    args = [*args[:len(args) - len(carries)], *carries]
+def _rest_of_while(args, hand_over):
+    """A while loop's operands from the carries its Python-tier kernel reached."""
+    return [*args[:len(args) - len(hand_over.carries)], *hand_over.carries]
+
+
+def _handed_over(loop, args, written):
+    """The rest of a loop's call, from the operands ``args`` where its Python-tier kernel
+    stopped when the native kernel became ready (``native.HandOver``): on the native kernel,
+    or on the Python tier where the native one was compiled for other types."""
     try:
         return loop.kernel(*loop.native_operands(args, written))
     except TypeError as e:
@@ -180,7 +187,9 @@ def _scan(args, jaxpr, num_consts, num_carry, length, reverse, loop, kernel, upd
                 written = {1 + len(jaxpr.consts) + num_consts + j for j in updated}
                 written.update(len(operands) - 1 - i for i in range(len(ys)))
                 return _run_kernel(loop, kernel, _iteration_peak(
-                    jaxpr, _positions(num_consts, updated)), operands, written)
+                    jaxpr, _positions(num_consts, updated)), operands, written,
+                    functools.partial(_rest_of_scan, 1 + len(jaxpr.consts) + num_consts,
+                                      num_carry, reverse))
             finally:  # (held through the kernel's run; now its result holds them)
                 _let_go(held, [True] * len(held))
         out = _rerun_on_exit(loop, kernel, run)
@@ -188,6 +197,16 @@ def _scan(args, jaxpr, num_consts, num_carry, length, reverse, loop, kernel, upd
     finally:
         for y in ys:
             memory.untrack(y)
+
+
+def _rest_of_scan(first_carry, num_carry, reverse, args, hand_over):
+    """A scan's operands for its iterations from ``hand_over.done`` on: the carries its
+    Python-tier kernel reached, and the rest of its xs and of its ys (views: the native
+    kernel writes the ys the call returns)."""
+    length, done = args[0], hand_over.done
+    rest = slice(done, None) if not reverse else slice(0, length - done)
+    return [length - done, *args[1:first_carry], *hand_over.carries,
+            *(a[rest] for a in args[first_carry + num_carry:])]
 
 
 def _kernel_carries(loop, kernel, carry, updated, taken):

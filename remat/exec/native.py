@@ -66,12 +66,14 @@ def _normalized(out, dtype):
 
 
 class HandOver(Exception):  # noqa: N818 (not an error: a Python-tier call's way out)
-    """Raised by a Python-tier while kernel between two iterations once its loop's native
-    kernel is ready (``Loop.native_ready``): the native kernel goes on from ``carries``."""
+    """Raised by a Python-tier kernel between two iterations once its loop's native kernel is
+    ready (``Loop.native_ready``): the native kernel goes on from ``carries`` (a scan's, from
+    its iteration ``done``)."""
 
-    def __init__(self, carries):
+    def __init__(self, carries, done=None):
         super().__init__()
         self.carries = carries
+        self.done = done
 
 
 _background = [0]  # background threads of the native tier at work (``_prompt_switching``)
