@@ -5,8 +5,9 @@ NumPy calls (or machine code) instead of a plan's per-step dispatch and per-buff
 Two tiers. The Python tier is used from a loop's first call. The native tier compiles the
 kernel with numba (NumPy's error model: no division checks) once the loop is *hot*
 (``HOT_SECONDS`` spent in it), in another process while the Python tier keeps running (a
-background thread waits for it); it is used from the next call on, and a kernel that fails to
-compile leaves its loop on the Python tier. Native kernels are written as source files under
+background thread waits for it); a call running on the Python tier then goes on natively from
+the iteration it reached (``HandOver``), and a kernel that fails to compile leaves its loop on
+the Python tier. Native kernels are written as source files under
 the cache directory (``REMAT_CACHE_DIR``, default ``~/.cache/remat``), named by a hash of their
 source, the helpers module and numba's version, and compiled with numba's on-disk cache, beside
 the argument types they were compiled for: a loop whose kernel an earlier process compiled
