@@ -361,37 +361,34 @@ def _shifted_conv(x, w, rhs_dilation, out_spatial, work):
     if min(by_taps, by_windows) > 2 * positions * taps:
         return None
     x = np.ascontiguousarray(x, work)
-    kernel_rows = np.moveaxis(w.reshape(o, c, taps), 0, -1).astype(work, copy=False)  # (C, taps, O)
+    per_tap = np.moveaxis(w.reshape(o, c, taps), 0, -1).astype(work, copy=False)  # (C, taps, O)
     if by_taps <= by_windows:
         flat = x.reshape(n * rows, c)
         span = n * rows - offsets[-1]  # (rows past it are no valid position's)
         out = np.empty((n * rows, o), work)
         for t, offset in enumerate(offsets):
-            part, taken = flat[offset:offset + span], np.ascontiguousarray(kernel_rows[:, t])
+            part, tap = flat[offset:offset + span], np.ascontiguousarray(per_tap[:, t])
             if t == 0:
-                parallel.matmul(part, taken, out=out[:span])
+                parallel.matmul(part, tap, out=out[:span])
             else:
-                out[:span] += parallel.matmul(part, taken)
+                out[:span] += parallel.matmul(part, tap)
         valid = (slice(None),) + tuple(slice(0, k) for k in out_spatial)
         return out.reshape((n,) + padded + (o,))[valid].copy()  # (the modelled buffer)
-    else:
-        if dtypes.kind(work) in "fc" and not np.isfinite(x).all():
-            return None
-        spread = np.zeros((extent, c, o), work)
-        spread[offsets] = kernel_rows.transpose(1, 0, 2)
-        spread = spread.reshape(extent * c, o)
-        flat = x.reshape(n, rows * c)
-        starts = [sum(p * s for p, s in zip(at, strides)) for at in np.ndindex(*out_spatial)]
-        out = np.empty((n, positions, o), work)
+    if dtypes.kind(work) in "fc" and not np.isfinite(x).all():
+        return None
+    spread = np.zeros((extent, c, o), work)
+    spread[offsets] = per_tap.transpose(1, 0, 2)
+    spread = spread.reshape(extent * c, o)
+    flat = x.reshape(n, rows * c)
+    starts = [sum(p * s for p, s in zip(at, strides)) for at in np.ndindex(*out_spatial)]
+    out = np.empty((n, positions, o), work)
 
-        def products(first, stop):  # (one worker's positions: each product is narrow)
-            for i in range(first, stop):
-                np.matmul(flat[:, starts[i] * c:(starts[i] + extent) * c], spread,
-                          out=out[:, i])
+    def products(first, stop):  # (one worker's positions: each product is narrow)
+        for i in range(first, stop):
+            np.matmul(flat[:, starts[i] * c:(starts[i] + extent) * c], spread, out=out[:, i])
 
-        parallel.run_parts(products, parallel.bounds(positions,
-                                                     min(parallel.workers(), positions)))
-        return out.reshape((n,) + tuple(out_spatial) + (o,))
+    parallel.run_parts(products, parallel.bounds(positions, min(parallel.workers(), positions)))
+    return out.reshape((n,) + tuple(out_spatial) + (o,))
 
 
 def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
