@@ -1,8 +1,8 @@
 """A loop's long call on the Python tier: it makes the loop hot while it runs (not only once it
 returns), its compile starts at once with the GIL handed over promptly, and a while loop's or
-a scan's call goes on natively from the iteration it reached once the kernel is ready. equinox's 100,000-step
-loop, on a cold cache, ran 23 s before its compile started, 13 s more before the compiling
-process did, and its second call 21 s more on the Python tier."""
+a scan's call goes on natively from the iteration it reached once the kernel is ready.
+equinox's 100,000-step loop, on a cold cache, ran 23 s before its compile started, 13 s more
+before the compiling process did, and its second call 21 s more on the Python tier."""
 
 import sys
 import threading

@@ -309,6 +309,47 @@ def test_hot_loops_compile_in_the_background(monkeypatch, tmp_path):
     assert sum(kernel.stats.cache_hits.values()) == 1 and not kernel.stats.cache_misses
 
 
+def test_the_compiling_process_stays_for_the_next_batch(monkeypatch, tmp_path, new_loops):
+    """One process compiles batch after batch (a new one's start, numba's import and first
+    compile cost most of a second each time); one that has left is replaced."""
+    from remat.exec import native
+
+    monkeypatch.setattr(native, "HOT_SECONDS", 0.0)
+    monkeypatch.setattr(native, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(native, "_dispatchers", {})  # (none compiled in this process yet)
+    x = np.full(2, 0.5, np.float32)
+
+    asked = []
+    ask = native._ask_compiler
+    monkeypatch.setattr(native, "_ask_compiler", lambda batch: asked.append(1) or ask(batch))
+
+    def compiled(step):  # (bodies of other sources: a constant alone would not make one)
+        f = remat.jit(lambda x: lax.scan(lambda c, _: (step(c), None), x, None, length=7)[0])
+        with config.override("remat_native_loops", True):
+            (loop,) = new_loops(lambda: f(x))
+            native.wait()
+            assert loop.state == "ready", loop.error
+        return native._compiler_process[0]
+
+    first = compiled(lambda c: c * 0.5 + jnp.exp(-c))
+    assert first is not None and first.poll() is None
+    assert compiled(lambda c: c * 0.375 - jnp.sin(c)) is first
+    assert len(asked) == 2
+    first.kill()
+    first.wait()
+    again = compiled(lambda c: c * 0.125 + jnp.cos(c))
+    assert again is not first and again.poll() is None
+    assert len(asked) == 3
+    # a process that leaves without answering (an idle one, just as a batch came): asked again
+    leaving = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.2)"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    native._compiler_process[0] = leaving
+    again.stdin.close()  # (the one it stands in for leaves too)
+    last = compiled(lambda c: c * 0.0625 - jnp.tanh(c))
+    assert last is not leaving and last.poll() is None and leaving.returncode == 0
+    assert len(asked) == 5
+
+
 def test_hot_kernels_compile_one_process_at_a_time(monkeypatch, tmp_path):
     """Kernels hot at once queue for one compiling process, which takes them in batches: a
     plan's many clusters, each compiled in a process of its own at once, took a GPT step from

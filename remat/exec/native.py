@@ -22,6 +22,7 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import pickle
 import subprocess
@@ -206,54 +207,105 @@ def _compile_types(kernel, types):
         kernel.compile(types)
 
 
-def compile_files(*triples):
-    """Compile each kernel ``(path, name, types_path)``: the source file ``path`` for the
-    pickled argument types in ``types_path``. The entry point of a compiling process
-    (``_compile_elsewhere``), whose machine code numba's cache keeps for the process that
-    asked; it runs at a lower priority than that process, and a kernel that fails does not
-    stop the others (the asking process compiles it and meets the error itself)."""
+def serve_compiles():
+    """The compiling process (``_compile_elsewhere``), at a lower priority than the process
+    that asked: each line of its input is one batch, a JSON list of the kernels'
+    ``[path, name, types_path]`` (the source file ``path``, compiled for the pickled argument
+    types in ``types_path``); it answers each batch with a line, ``1`` where every compile
+    succeeded, else ``0`` (a kernel that fails does not stop the others: the asking process
+    compiles it and meets the error itself). numba's cache keeps the machine code for the
+    asking process. It exits when its input ends or after ``COMPILER_IDLE_EXIT`` seconds
+    without a batch."""
+    import select
+
     if hasattr(os, "nice"):
         os.nice(10)
-    failed = 0
-    for path, name, types_path in zip(*[iter(triples)] * 3):
-        try:
-            _compile_types(_import_kernel(Path(path), name),
-                           pickle.loads(Path(types_path).read_bytes()))
-        except Exception:
-            failed += 1
-    sys.exit(1 if failed else 0)
+    while select.select([sys.stdin], [], [], COMPILER_IDLE_EXIT)[0]:
+        line = sys.stdin.readline()
+        if not line:
+            return
+        failed = 0
+        for path, name, types_path in json.loads(line):
+            try:
+                _compile_types(_import_kernel(Path(path), name),
+                               pickle.loads(Path(types_path).read_bytes()))
+            except Exception:
+                failed += 1
+        sys.stdout.write("0\n" if failed else "1\n")
+        sys.stdout.flush()
 
 
-_COMPILER = "import sys; from remat.exec.native import compile_files; compile_files(*sys.argv[1:])"
+_COMPILER = "from remat.exec.native import serve_compiles; serve_compiles()"
 COMPILE_TIMEOUT = 600.0
+COMPILER_IDLE_EXIT = 60.0  # (numba's start costs a new process about a second)
+_compiler_process = [None]  # the compiling process, while it runs
+
+
+def _forget_compiler():
+    _compiler_process[0] = None  # (a forked child does not share its parent's)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_compiler)
+
+
+def _compiling_process():
+    """The compiling process: the running one, or a new one."""
+    process = _compiler_process[0]
+    if process is None or process.poll() is not None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        process = subprocess.Popen([sys.executable, "-c", _COMPILER], env=env, text=True,
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL)
+        _compiler_process[0] = process
+    return process
+
+
+def _ask_compiler(batch):
+    """The compiling process's answer to ``batch``: whether every compile succeeded, or None
+    where the process ended without answering and was not killed for its time."""
+    try:
+        process = _compiling_process()
+        process.stdin.write(json.dumps(batch) + "\n")
+        process.stdin.flush()
+    except OSError:
+        _compiler_process[0] = None
+        return None
+    deadline = threading.Timer(COMPILE_TIMEOUT, process.kill)
+    deadline.start()
+    try:  # (blocked reading the pipe: no Python code runs until it answers)
+        with _waiting_without_gil():
+            answer = process.stdout.readline()
+    finally:
+        deadline.cancel()
+    if answer:
+        return answer.strip() == "1"
+    _compiler_process[0] = None
+    return False if process.wait() < 0 else None  # (killed: by the deadline, say)
 
 
 def _compile_elsewhere(jobs):
-    """numba's compiles of kernels ``[(source, types)]``, run in one other process: in this
-    one they would contend for the GIL with the Python tier still running the loop, and take
+    """numba's compiles of kernels ``[(source, types)]``, run in another process: in this one
+    they would contend for the GIL with the Python tier still running the loop, and take
     several times as long (the ODE benchmark's two kernels: native after 41-55 s that way,
-    after 19-20 s now; 14 s to compile alone). One process at a time compiles what is queued
-    (``_compile_queued``): a plan's many clusters, hot at once, each in a process of its own,
-    took a GPT step from 0.5 s to 7 s on two cores while they compiled. This process then
-    loads the machine code from the cache. Whether every compile succeeded."""
-    args, types_paths = [], []
+    after 19-20 s then; 14 s to compile alone). One process compiles what is queued, a batch
+    at a time (``_compile_queued``): a plan's many clusters, hot at once, each in a process of
+    its own, took a GPT step from 0.5 s to 7 s on two cores while they compiled. It stays for
+    the next batch (``serve_compiles``): a new process's start, numba's import and first
+    compile, cost each batch most of a second. This process then loads the machine code from
+    the cache. Whether every compile succeeded."""
+    batch, types_paths = [], []
     for source, types in jobs:
         path, name = _source_file(source)
         types_path = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.types")
         types_path.write_bytes(pickle.dumps(types))
-        args += [str(path), name, str(types_path)]
+        batch.append([str(path), name, str(types_path)])
         types_paths.append(types_path)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
-        process = subprocess.Popen([sys.executable, "-c", _COMPILER, *args], env=env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = threading.Timer(COMPILE_TIMEOUT, process.kill)
-        deadline.start()
-        try:  # (blocked in waitpid, no pipe to drain: no Python code runs until it ends)
-            with _waiting_without_gil():
-                return process.wait() == 0
-        finally:
-            deadline.cancel()
+        answer = _ask_compiler(batch)
+        if answer is None:  # (a process that had just left, idle: a new one)
+            answer = _ask_compiler(batch)
+        return bool(answer)
     except (OSError, subprocess.SubprocessError):
         return False
     finally:
