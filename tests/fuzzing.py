@@ -856,14 +856,15 @@ def check_native(program, remat_ns):
 
 class _ReadyAfter:
     """A loop's ``native_ready`` flag as its Python-tier kernel reads it between iterations:
-    ready from the second read on."""
+    ready from the second read on, while the loop has its native kernel (one that exits at a
+    branch it has no code for is dropped, and the call reruns on the Python tier)."""
 
-    def __init__(self):
-        self.reads = 0
+    def __init__(self, loop):
+        self.reads, self.loop = 0, loop
 
     def __getitem__(self, index):
         self.reads += 1
-        return self.reads > 1
+        return self.reads > 1 and self.loop.kernel is not None
 
 
 @contextlib.contextmanager
@@ -879,7 +880,7 @@ def _handing_over():
         if kernel is not None and loop.python is not None and loop not in patched:
             patched[loop] = loop.kernel, loop.state
             loop.kernel, loop.state = kernel, "compiling"  # (calls start on the Python tier)
-            loop.python.__globals__["_native_ready"] = _ReadyAfter()
+            loop.python.__globals__["_native_ready"] = _ReadyAfter(loop)
         return loop
 
     native._loop = loop_handing_over
