@@ -185,6 +185,39 @@ def test_two_steps_form_a_cluster_only_on_large_arrays(native_loops, rng):
         _check(native_loops, fn, a, b, expect_cluster=bool(want))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_xla_kernels_alone_form_clusters_and_give_their_impls_bits(native_loops, rng, dtype):
+    """One of XLA's float kernels (``random.kernels``: dozens of NumPy passes each) pays for a
+    cluster by itself, and its native form gives the impl's bits (normal noise: ``erf_inv``,
+    ``log1p`` and the FMAs of both), specials included."""
+    from remat.random import kernels
+
+    x = np.concatenate([rng.uniform(-1, 1, 3000), [0.0, -0.0, 1.0, -1.0, np.nan, 0.999999]])
+    x = x.astype(dtype)
+    with config.override("jax_enable_x64", True):
+        for prim in (kernels.xla_erf_inv_p, kernels.xla_log1p_p):
+            fn = lambda v, prim=prim: prim.bind(v)  # noqa: E731
+            assert len(_clusters(fn, x)[1]) == 1
+            assert _check(native_loops, fn, x) == 1
+        fn = lambda a, b, c: kernels.fma_p.bind(a, b, c)  # noqa: E731
+        assert _check(native_loops, fn, x, x[::-1].copy(), x * 3) == 1
+
+
+def test_a_view_read_after_a_run_ends_its_cluster_before_it(native_loops, rng):
+    """A run of eligible steps ending in a view the plan reads later (a broadcast the kernel
+    would have to materialize) clusters without that view."""
+    a, b = rng.standard_normal((2, 64)).astype(np.float32)
+
+    def fn(a, b):
+        c = (a * b + a) * b - a
+        return c, jnp.broadcast_to(c[:, None], (64, 3)) + 1.0
+    plan, clusters = _clusters(fn, a, b)
+    assert len(clusters) >= 1
+    names = [m.primitive.name for m in clusters[0].members]
+    assert names[-1] != "broadcast_in_dim" and "mul" in names
+    _check(native_loops, fn, a, b)
+
+
 def test_scalar_broadcasts_are_read_as_scalars(rng):
     """A select between broadcast constants (``maximum``'s gradient) reads the constants:
     no broadcast is materialized."""

@@ -331,6 +331,19 @@ def test_fma_special_values():
     assert out[5] == 0.0 and np.signbit(out[5])
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 40])  # (element by element; the array path)
+def test_fma_of_zeros_keeps_ieee_signs(dtype, n):
+    """``a * b + c`` of zeros is -0 only where both terms are -0, as a fused multiply-add
+    gives it (the float64 emulation's parts summed to +0)."""
+    cases = [(0.0, -0.5, -0.0, True), (-0.0, 1.0, -0.0, True), (0.0, 1.0, -0.0, False),
+             (0.0, -0.5, 0.0, False), (2.0, 0.5, -1.0, False)]
+    with config.override("jax_enable_x64", True):
+        for a, b, c, negative in cases:
+            out = np.asarray(random.fma_p.bind(*(np.full(n, v, dtype) for v in (a, b, c))))
+            assert (out == 0).all() and np.signbit(out).all() == negative, (a, b, c, out)
+
+
 def test_fma_rules(rng):
     a, b, c = (rng.normal(size=(3, 4)) for _ in range(3))
     with config.override("jax_enable_x64", True):

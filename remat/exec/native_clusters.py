@@ -39,6 +39,10 @@ _EXACT = frozenset({"add", "sub", "mul", "neg", "max", "min", "eq", "ne", "lt", 
                     "ge", "select_n", "and", "or", "xor", "not", "square", "copy", "copy_p",
                     "stop_gradient"})
 _FLOAT_ONLY = frozenset({"div", "abs"})  # (integer forms differ at edge cases)
+# XLA's float kernels (``remat.random.kernels``), whose native forms give their impls' bits:
+# each impl is dozens of NumPy passes (an FMA emulated in float64 alone is forty), so one of
+# them pays for a kernel's call by itself
+_XLA_KERNELS = frozenset({"fma", "xla_erf_inv", "xla_log1p", "xla_log"})
 _DTYPES = frozenset(np.dtype(t) for t in (np.bool_, np.int32, np.int64, np.float32,
                                           np.float64))
 
@@ -64,7 +68,7 @@ def _eligible(eqn):
         return _exact_conversion(eqn.invars[0].aval.dtype, out.dtype)
     if any(v.aval.shape and v.aval.shape != out.shape for v in eqn.invars):
         return False  # (NumPy broadcasting between operands: the array forms)
-    return name in _EXACT or (name in _FLOAT_ONLY and out.dtype.kind == "f")
+    return name in _EXACT or (name in _FLOAT_ONLY | _XLA_KERNELS and out.dtype.kind == "f")
 
 
 def native_clusters(steps, eqn_of, slot_avals, outputs, sink_after, inputs):
@@ -79,11 +83,17 @@ def native_clusters(steps, eqn_of, slot_avals, outputs, sink_after, inputs):
     run, first = [], 0  # the run's plain steps (a fused step's members), its first index
 
     def close(stop):
-        if run and _pays(run, eqn_of, slot_avals):
+        while run and _pays(run, eqn_of, slot_avals):
             cluster = Cluster.build(list(run), steps[first:stop], eqn_of, slot_avals,
                                     outputs, inputs)
             if cluster is not None:
                 clusters[first] = cluster
+                break
+            last = steps[stop - 1]  # (a view read after the run, at its end: end before it)
+            if type(last) is not Step or eqn_of[id(last)].primitive.name not in BUFFERLESS:
+                break
+            run.pop()
+            stop -= 1
         run.clear()
 
     for i, step in enumerate(steps):
@@ -105,7 +115,8 @@ def _pays(members, eqn_of, slot_avals):
     """Enough computing steps that one call costs less than the steps: three, or two on
     arrays large enough that the pass saved outweighs the call."""
     computing = [m for m in members if eqn_of[id(m)].primitive.name not in VIEWS]
-    if len(computing) >= MIN_COMPUTING:
+    if len(computing) >= MIN_COMPUTING or \
+            any(eqn_of[id(m)].primitive.name in _XLA_KERNELS for m in computing):
         return True
     return len(computing) == 2 and max(
         math.prod(slot_avals[m.outs[0]].shape) for m in computing) >= MIN_PAIR_ELEMENTS

@@ -127,7 +127,8 @@ def _fma_wide(a, b, c):
     uh, ul = _two_prod(a, b)
     th, tl = _two_sum(c, uh)
     z = th + _add_round_to_odd(tl, ul)
-    ok = np.isfinite(z) & np.isfinite(ul) & np.isfinite(tl)
+    # (a zero takes the sign IEEE gives a * b + c: the parts' sum of zeros loses it)
+    ok = np.isfinite(z) & np.isfinite(ul) & np.isfinite(tl) & (z != 0)
     return z if ok.all() else np.where(ok, z, a * b + c)
 
 
@@ -144,7 +145,8 @@ def _fma_float64(x, y, z):
     uh, ul = _two_prod(x, y)
     th, tl = _two_sum(z, uh)
     r = th + _round_to_odd_float(tl, ul)
-    return r if math.isfinite(r) and math.isfinite(ul) and math.isfinite(tl) else x * y + z
+    return r if r and math.isfinite(r) and math.isfinite(ul) and math.isfinite(tl) else \
+        x * y + z  # (a zero takes the sign IEEE gives x * y + z)
 
 
 def _fma_float32(x, y, z):
