@@ -30,16 +30,19 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 
-RUN = """
+MODEL = """
 import json, sys, time
 sys.path.insert(0, {here!r})
 import numpy as np
 import {module} as lib
 import {module}.numpy as jnp
+from loops import lorenz96
+fn, args = lorenz96(lib, jnp, steps={steps}, checkpointed={checkpointed})
+"""
+
+RUN = MODEL + """
 if {module!r} == 'remat':
     import remat.exec.native
-from loops import lorenz96
-fn, args = lorenz96(lib, jnp, checkpointed={checkpointed})
 def native_ready(lib):  # whether every loop kernel of the program is native now (remat)
     loops = getattr(getattr(lib, "exec", None), "native", None)
     if loops is None:
@@ -57,14 +60,7 @@ print(json.dumps(calls))
 """
 
 
-LONG_CALL = """
-import sys, time
-sys.path.insert(0, {here!r})
-import numpy as np
-import {module} as lib
-import {module}.numpy as jnp
-from loops import lorenz96
-fn, args = lorenz96(lib, jnp, steps={steps}, checkpointed={checkpointed})
+LONG_CALL = MODEL + """
 start = time.perf_counter()
 out = fn(*args)
 lib.tree_util.tree_map(lambda a: a.block_until_ready(), out)
@@ -89,7 +85,7 @@ def run(module, seconds, checkpointed, cache_dir=None):
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its bytecode
     if cache_dir is not None:
         env["REMAT_CACHE_DIR"] = cache_dir
-    source = RUN.format(here=str(HERE), module=module, seconds=seconds,
+    source = RUN.format(here=str(HERE), module=module, seconds=seconds, steps=2000,
                         checkpointed=checkpointed)
     out = subprocess.run([sys.executable, "-c", source], env=env, capture_output=True,
                          text=True, check=True)

@@ -854,17 +854,18 @@ def check_native(program, remat_ns):
         assert_same(program, "native vs Python loops", got, want)
 
 
-class _ReadyAfter:
+class ReadyAfter:
     """A loop's ``native_ready`` flag as its Python-tier kernel reads it between iterations:
-    ready from the second read on, while the loop has its native kernel (one that exits at a
-    branch it has no code for is dropped, and the call reruns on the Python tier)."""
+    ready after ``reads`` reads (the iteration a call hands over at), while the loop has its
+    native kernel (one that exits at a branch it has no code for is dropped, and the call
+    reruns on the Python tier)."""
 
-    def __init__(self, loop):
-        self.reads, self.loop = 0, loop
+    def __init__(self, loop, reads=1):
+        self.read, self.reads, self.loop = 0, reads, loop
 
     def __getitem__(self, index):
-        self.reads += 1
-        return self.reads > 1 and self.loop.kernel is not None
+        self.read += 1
+        return self.read > self.reads and self.loop.kernel is not None
 
 
 @contextlib.contextmanager
@@ -880,7 +881,7 @@ def _handing_over():
         if kernel is not None and loop.python is not None and loop not in patched:
             patched[loop] = loop.kernel, loop.state
             loop.kernel, loop.state = kernel, "compiling"  # (calls start on the Python tier)
-            loop.python.__globals__["_native_ready"] = _ReadyAfter(loop)
+            loop.python.__globals__["_native_ready"] = ReadyAfter(loop)
         return loop
 
     native._loop = loop_handing_over

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from fuzzing import ReadyAfter
 
 import remat
 import remat.numpy as jnp
@@ -130,18 +131,6 @@ def test_a_while_call_hands_over_to_the_native_kernel_once_ready(native_loops, n
         np.testing.assert_array_equal(buf, want)
 
 
-class _ReadyAfter:
-    """A loop's ``native_ready`` flag as its Python-tier kernel reads it: ready from the
-    ``n``-th read on (the iteration a scan's kernel checks it at)."""
-
-    def __init__(self, n):
-        self.reads, self.n = 0, n
-
-    def __getitem__(self, index):
-        self.reads += 1
-        return self.reads > self.n
-
-
 @pytest.mark.parametrize("reverse", [False, True])
 def test_a_scan_call_hands_over_to_the_native_kernel_at_the_iteration_it_reached(
         reverse, native_loops, new_loops):
@@ -172,7 +161,8 @@ def test_a_scan_call_hands_over_to_the_native_kernel_at_the_iteration_it_reached
     namespace = loop.python.__globals__
     flag = namespace["_native_ready"]
     # (the call starts on the Python tier, as one that started before the compile ended)
-    loop.kernel, loop.state, namespace["_native_ready"] = counting, "compiling", _ReadyAfter(done)
+    loop.kernel, loop.state = counting, "compiling"
+    namespace["_native_ready"] = ReadyAfter(loop, done)
     try:
         c, ys = (np.asarray(a) for a in f(c0, xs))
     finally:

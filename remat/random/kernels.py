@@ -191,9 +191,9 @@ def _fma_elements(fma, a, b, c, dtype):
 
 
 def _elements(v, shape):
-    """The Python floats of ``v`` broadcast to ``shape``, flattened (lazily for a scalar)."""
-    if np.ndim(v) == 0:
-        return itertools.repeat(float(v))
+    """The Python numbers of ``v`` broadcast to ``shape``, flattened (one value repeated)."""
+    if np.size(v) == 1:
+        return itertools.repeat(np.asarray(v).item(), math.prod(shape))
     return (v if np.shape(v) == shape else np.broadcast_to(v, shape)).ravel().tolist()
 
 

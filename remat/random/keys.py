@@ -16,7 +16,6 @@ counter of every output element on its own; ``False`` hashes ``iota`` split into
 and concatenates the halves. Both are implemented; the flag is read at call time.
 """
 
-import itertools
 import math
 import warnings
 from collections.abc import Sequence
@@ -30,7 +29,7 @@ from remat.config import config
 from remat.core import ShapedArray
 from remat.interpreters import ad, batching
 from remat.lax.standard import broadcasting_shape, canonical_shape, standard_primitive
-from remat.random.kernels import _const, _elementwise_batch
+from remat.random.kernels import _const, _elements, _elementwise_batch
 
 __all__ = [
     "PRNGKey",
@@ -88,11 +87,7 @@ def _threefry2x32_elements(k1, k2, x1, x2, shape):
     """``_threefry2x32_impl`` on Python ints, element by element: on a few elements (a key
     split, one draw) its hundred NumPy calls cost more than the arithmetic."""
     out_a, out_b = [], []
-    size = math.prod(shape)
-    lists = (itertools.repeat(v.item(), size) if v.size == 1 else
-             (v if v.shape == shape else np.broadcast_to(v, shape)).ravel().tolist()
-             for v in (k1, k2, x1, x2))
-    for key1, key2, a, b in zip(*lists):
+    for key1, key2, a, b in zip(*(_elements(v, shape) for v in (k1, k2, x1, x2))):
         ks = (key1, key2, key1 ^ key2 ^ _PARITY)
         a, b = (a + key1) & _MASK, (b + key2) & _MASK
         for i in range(5):
