@@ -23,7 +23,7 @@ from remat.exec.native_clusters import native_clusters
 from remat.exec.passes import optimize_jaxpr
 from remat.exec.steps import Step, in_place_donor, update_donor
 from remat.interpreters.partial_eval import convert_constvars_jaxpr
-from remat.runtime import memory, parallel
+from remat.runtime import collection, memory, parallel
 from remat.runtime.registry import elementwise_impls, update_impls
 
 
@@ -242,7 +242,8 @@ def plan_for(jaxpr):
     """The (cached) plan of a jaxpr without constvars."""
     plan = _plans.get(jaxpr)
     if plan is None:
-        plan = _plans[jaxpr] = Plan(jaxpr)
+        with collection.paused():
+            plan = _plans[jaxpr] = Plan(jaxpr)
     return plan
 
 
@@ -257,7 +258,9 @@ def _plan_and_consts(closed):
     entry = _closed_plans.get(closed)
     if entry is None:
         consts = [getattr(c, "_buf", c) for c in closed.consts]
-        entry = _closed_plans[closed] = (Plan(convert_constvars_jaxpr(closed.jaxpr)), consts)
+        with collection.paused():
+            plan = Plan(convert_constvars_jaxpr(closed.jaxpr))
+        entry = _closed_plans[closed] = (plan, consts)
     return entry
 
 

@@ -8,7 +8,6 @@ for everything remat allocates.
 """
 
 import contextlib
-import gc
 import math
 import os
 import tempfile
@@ -18,6 +17,7 @@ import numpy as np
 
 from remat import source_info
 from remat.errors import OutOfMemoryError
+from remat.runtime import collection
 
 _owners = {}  # id(owning ndarray) -> [number of holders, nbytes, is_host, the ndarray]
 _live = 0
@@ -118,26 +118,13 @@ def reset_peak():
         return _peak
 
 
-@contextlib.contextmanager
-def _no_collection():
-    """No automatic garbage collection inside: garbage from before a measurement, collected
-    during it, would hide as many of the call's own bytes (and collecting it all first costs
-    a full collection, 0.4 s on a large heap)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def peak_memory(f, *args, **kwargs):
     """Run ``f(*args, **kwargs)`` once; the peak live bytes above the starting point.
 
     The result is also kept alive until the measurement ends, so its bytes count.
     """
-    with _no_collection():
+    with collection.paused():  # (garbage from before, collected during it, would hide
+        # as many of the call's own bytes; a full collection first costs 0.4 s on a large heap)
         start = reset_peak()
         out = f(*args, **kwargs)
         peak = _peak - start
@@ -194,7 +181,7 @@ def memory_timeline(f, *args, **kwargs):
     start = _live
     _recorder = [("start", start)]
     try:
-        with _no_collection():
+        with collection.paused():
             out = f(*args, **kwargs)
             _recorder.append(("end (outputs alive)", _live))
             del out

@@ -33,7 +33,7 @@ from remat.call import jit_p
 from remat.config import config
 from remat.core import Tracer
 from remat.interpreters import partial_eval as pe
-from remat.runtime import memory
+from remat.runtime import collection, memory
 from remat.tree_util import tree_flatten, tree_unflatten
 
 
@@ -123,7 +123,8 @@ class JittedFunction:
             debug = core.DebugInfo(fun_name(self.fun), names, "jit", fun_sourceinfo(self.fun))
             self._traces.count += 1
             start = time.perf_counter()
-            closed = pe.trace_to_jaxpr(flat_fun, avals, debug)
+            with collection.paused():
+                closed = pe.trace_to_jaxpr(flat_fun, avals, debug)
             if config.log_compiles:
                 logger.warning("Finished tracing %s for jit in %.6g sec", fun_name(self.fun),
                                time.perf_counter() - start)
