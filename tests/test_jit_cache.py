@@ -119,29 +119,47 @@ def test_clear_caches_empties_every_cache():
     assert body_calls == [1, 1]
 
 
-def test_tracing_and_planning_pause_the_cyclic_collector_and_restore_it():
-    """A first call's tracing and plan building allocate thousands of objects: the collector
-    is paused over them (its full collections took a fifth of a 48-block model's first call),
-    and comes back as the user left it."""
+def test_tracing_and_planning_defer_full_collections_and_restore_the_thresholds():
+    """A first call's tracing and plan building allocate thousands of objects: full
+    collections (which walk the whole heap, a fifth of a 48-block model's first call) wait
+    until they end, young ones still run, and the user's thresholds come back."""
     from remat.runtime import collection
 
     seen = []
 
     def f(x):
-        seen.append(gc.isenabled())
+        seen.append(gc.get_threshold())
         return jnp.sin(x) * 2
 
-    assert gc.isenabled()
+    before = gc.get_threshold()
     remat.jit(f)(np.float32(1.0))
-    assert seen == [False] and gc.isenabled()
-    gc.disable()
+    assert seen == [(*before[:2], collection._NEVER)] and gc.get_threshold() == before
+    gc.set_threshold(500, 7, 9)  # the user's own thresholds are the ones restored
     try:
         remat.jit(lambda x: f(x) + 1)(np.float32(1.0))
-        assert not gc.isenabled()  # (the user's choice stands)
+        assert seen[-1] == (500, 7, collection._NEVER) and gc.get_threshold() == (500, 7, 9)
     finally:
-        gc.enable()
-    with collection.paused():  # reentrant: the outer pause holds
+        gc.set_threshold(*before)
+    with collection.young_only():  # reentrant: the outer block holds
+        with collection.young_only():
+            pass
+        assert gc.get_threshold()[2] == collection._NEVER
+    assert gc.get_threshold() == before
+
+
+def test_memory_measurements_pause_the_collector_reentrantly():
+    from remat.runtime import collection
+
+    assert gc.isenabled()
+    with collection.paused():
         with collection.paused():
             pass
         assert not gc.isenabled()
     assert gc.isenabled()
+    gc.disable()
+    try:
+        with collection.paused():
+            pass
+        assert not gc.isenabled()  # (the user's choice stands)
+    finally:
+        gc.enable()

@@ -242,7 +242,7 @@ def plan_for(jaxpr):
     """The (cached) plan of a jaxpr without constvars."""
     plan = _plans.get(jaxpr)
     if plan is None:
-        with collection.paused():
+        with collection.young_only():
             plan = _plans[jaxpr] = Plan(jaxpr)
     return plan
 
@@ -258,7 +258,7 @@ def _plan_and_consts(closed):
     entry = _closed_plans.get(closed)
     if entry is None:
         consts = [getattr(c, "_buf", c) for c in closed.consts]
-        with collection.paused():
+        with collection.young_only():
             plan = Plan(convert_constvars_jaxpr(closed.jaxpr))
         entry = _closed_plans[closed] = (plan, consts)
     return entry

@@ -123,7 +123,7 @@ class JittedFunction:
             debug = core.DebugInfo(fun_name(self.fun), names, "jit", fun_sourceinfo(self.fun))
             self._traces.count += 1
             start = time.perf_counter()
-            with collection.paused():
+            with collection.young_only():
                 closed = pe.trace_to_jaxpr(flat_fun, avals, debug)
             if config.log_compiles:
                 logger.warning("Finished tracing %s for jit in %.6g sec", fun_name(self.fun),
