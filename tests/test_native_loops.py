@@ -403,6 +403,72 @@ def test_remaining_reductions(native_loops):
     assert "ready" in _states(native_loops)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_native_sums_round_as_numpys_over_every_layout_of_axes(dtype):
+    """``sum_in_numpy_order`` gives NumPy's ``add.reduce`` bit for bit on C-contiguous
+    operands: pairwise along a reduced innermost run (past 128 and 8192 elements), in order
+    across the rest, size-1 axes dropped, zeros' signs as NumPy's."""
+    from remat.exec import native_kernels
+    from remat.exec.native_rules import numpy_sum_order
+
+    rng = np.random.default_rng(7)
+    cases = [((), ()), ((12,), (0,)), ((9000,), (0,)), ((3, 200), (1,)), ((200, 3), (0,)),
+             ((2, 1, 300, 1), (2,)), ((200, 1), (0,)), ((4, 5, 6, 7), (0, 2)),
+             ((4, 5, 6, 7), (1, 3)), ((4, 5, 6, 7), (0, 1, 2, 3)), ((4, 5, 6), ()),
+             ((3, 140), (0, 1)), ((5, 2), (1,))]
+    for shape, axes in cases:
+        x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-4, 4, shape)).astype(dtype)
+        for operand in (x, -np.zeros(shape, dtype)):
+            want = np.add.reduce(operand, axis=axes, dtype=dtype)
+            sizes, kept_strides, out_rows, inner, inner_reduced = numpy_sum_order(shape, axes)
+            rows = np.ascontiguousarray(operand).reshape((int(np.prod(sizes)), inner))
+            out = np.empty(int(np.prod(np.shape(want))), dtype)
+            got = native_kernels.sum_in_numpy_order(rows, sizes, kept_strides, inner_reduced,
+                                                    out).reshape(np.shape(want))
+            if sizes == (1,) and inner_reduced:  # (a whole sum: the kernels call this)
+                assert dtype(0) + native_kernels.pairwise_sum(rows.ravel(), 0, inner) == got
+            assert np.array_equal(got, want) and \
+                np.array_equal(np.signbit(got), np.signbit(want)), (shape, axes)
+
+
+def test_a_float32_sum_in_a_loop_rounds_alike_on_both_tiers(native_loops):
+    """A float32 sum that a float64 accumulator rounds differently (2**24 plus ones: float32
+    drops each one) gives the Python tier's bits natively too."""
+    big = np.array([2.0 ** 24] + [1.0] * 11, np.float32).reshape(3, 4)
+
+    def body(c, x):
+        total = jnp.sum(c * x) + jnp.sum(c * x, axis=0)[1]
+        return c, total
+
+    run = remat.jit(lambda c, xs: lax.scan(body, c, xs))
+    xs = np.ones((5, 3, 4), np.float32)
+    assert np.float32(np.add.reduce(big.ravel())) != np.float32(big.astype(np.float64).sum())
+    python, native_out = _both_tiers(native_loops, run, big, xs)
+    assert "ready" in _states(native_loops)
+    np.testing.assert_array_equal(np.asarray(native_out[1]), np.asarray(python[1]))
+
+
+@pytest.mark.parametrize("shape,axes", [((40,), (0,)), ((2, 13), (1,)), ((5,), (0,)),
+                                        ((128,), (0,)), ((3, 4, 17), (0, 2)),
+                                        ((4, 1, 9), (2,)), ((2, 3, 100), (0, 1, 2)),
+                                        ((7, 5), (0,))])
+def test_native_sums_of_fused_values_round_as_the_python_tier(native_loops, shape, axes):
+    """A sum of values computed in the fused loops (pairwise written into them along one
+    short axis, the helper over a longer run, in order over leading axes) gives the Python
+    tier's bits."""
+    rng = np.random.default_rng(3)
+    c0 = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 5, shape)).astype(np.float32)
+    xs = rng.standard_normal((4,) + shape).astype(np.float32)
+
+    def body(c, x):
+        return c * 0.999, jnp.sum(c * x - 0.5 * x, axis=axes)
+
+    run = remat.jit(lambda c, xs: lax.scan(body, c, xs))
+    python, native_out = _both_tiers(native_loops, run, c0, xs)
+    assert "ready" in _states(native_loops)
+    np.testing.assert_array_equal(np.asarray(native_out[1]), np.asarray(python[1]))
+
+
 def test_effects_in_a_loop_kernel_run_every_iteration_in_order(capsys):
     def body(c, x):
         remat.debug.print("step {}", 7)  # invariant operands: still once per iteration
@@ -461,7 +527,7 @@ def _random_body(seed, n_ops=14):
                                lax.dynamic_update_slice(a, a[:1, :2] * 2.0, (i[0, 0] % 3, 1)),
                                lax.dynamic_slice(jnp.pad(a, 1), (i[0, 1] % 2, 1), a.shape)][
                     int(rng.integers(9))])
-            elif kind == 5:  # sums (float64 accumulation), broadcast back
+            elif kind == 5:  # sums (in NumPy's order), broadcast back
                 floats.append([a - jnp.sum(a, axis=0) * 0.2, a + jnp.sum(c, axis=1, keepdims=True),
                                a * jnp.mean(c)][int(rng.integers(3))])
             elif kind == 6:

@@ -3,7 +3,7 @@ from ``native_rules``, fused (``Fusion``): elementwise equations and index remap
 pads, concatenations, flips, transposes, broadcasts) become lazy values, computed where an
 array is needed in one explicit index loop with scalar intermediates (split where a
 concatenation or pad changes part), into buffers allocated once before the loop unless they
-outlive an iteration; sums accumulate in float64 loops, matrix products write into their
+outlive an iteration; sums add in NumPy's order, matrix products write into their
 buffers (``np.dot(a, b, out)``), a product whose one use transposes it is computed transposed.
 """
 
@@ -24,9 +24,11 @@ from remat.exec.native_rules import (
     concatenate_element,
     copy_into,
     element_source,
+    float_sum,
     index_remap,
     matrix_product,
     native_update_rules,
+    numpy_sum_order,
     pad_element,
     shape_src,
 )
@@ -294,13 +296,30 @@ class NativeKernel(KernelWriter):
 
 
     def sum(self, eqn, env, read):
-        """A float or complex ``reduce_sum`` as explicit loops accumulating in float64 or
-        complex128 (its operand's elements read where they are, or computed in the loop if
-        lazy); None otherwise."""
+        """A float or complex ``reduce_sum`` in NumPy's order over a C-contiguous operand
+        (``native_rules.numpy_sum_order``), so that it rounds as the Python tier's: a float
+        one pairwise along a reduced innermost run (in the fused loops where the run is one
+        axis of at most 128, ``pairwise_in_loops``; else ``_k.sum_in_numpy_order`` on its
+        operand, computed first if lazy), otherwise as explicit loops accumulating in order,
+        in its own dtype (complex sums in complex128); its operand's elements read where they
+        are, or computed in the loop if lazy. None for other sums."""
         (x,), out = eqn.invars, eqn.outvars[0].aval
         if x.aval.dtype.kind not in "fc" or not x.aval.shape:
             return None
         axes = set(eqn.params["axes"])
+        if x.aval.dtype.kind == "f" and math.prod(x.aval.shape) and \
+                numpy_sum_order(x.aval.shape, axes)[4]:
+            value = env[x]
+            big = [d for d, n in enumerate(x.aval.shape) if n != 1]
+            if big and x.aval.shape[big[-1]] <= 128 and (len(big) == 1 or big[-2] not in axes):
+                return self.pairwise_in_loops(x, self.elements(x, value), big, axes, out,
+                                              eqn.outvars[0])
+            operand = self.materialize(None, value, self.buffer(None, value.aval, True)) \
+                if isinstance(value, Lazy) else \
+                value if value.isidentifier() else self.bind(value)
+            flat = self.buffer(None, _Shape((math.prod(out.shape),), out.dtype), True)
+            (src,) = float_sum(self, eqn, operand, axes, flat)
+            return self.bind(src)
         at = self.elements(x, env[x])
         idx = [self.fresh() for _ in x.aval.shape]
         kept = [d for d in range(len(idx)) if d not in axes]
@@ -336,6 +355,60 @@ class NativeKernel(KernelWriter):
         self.line(f"{target}[{', '.join(idx[d] for d in kept)}] = {acc}")
         self.indent = indent
         return target
+
+    def pairwise_in_loops(self, x, at, big, axes, out, v):
+        """A float sum along one reduced innermost axis of at most 128 (``big``: the axes
+        longer than 1), written into the fused loops: NumPy's ``pairwise_sum`` of each row
+        (fewer than 8 in order; else eight interleaved accumulators combined as a tree, then
+        the rest), each output the sum from zero of its rows' sums in C order."""
+        shape, dtype = x.aval.shape, self.dtype(x.aval.dtype)
+        last, n = big[-1], shape[big[-1]]
+        names = {d: self.fresh() for d in big[:-1]}
+        target = self.buffer(v, out) if out.shape else None
+        if target is None:
+            total = self.bind(f"{dtype}(0)")
+        else:
+            self.line(f"{target}[...] = 0")
+        for d in big[:-1]:
+            self.line(f"for {names[d]} in range({shape[d]}):")
+            self.indent += 1
+
+        def element(k):
+            idx = [k if d == last else Index.loop(names[d], 0, shape[d] - 1) if d in names
+                   else Index.const(0) for d in range(len(shape))]
+            return f"{dtype}({at(idx)})"
+
+        memo, self.memo = self.memo, {}
+        try:
+            if n < 8:
+                res = self.bind(element(Index.const(0)))
+                for k in range(1, n):
+                    self.line(f"{res} += {element(Index.const(k))}")
+            else:
+                rs = [self.bind(element(Index.const(j))) for j in range(8)]
+                end = n - n % 8
+                if end > 8:
+                    step = self.fresh()
+                    self.line(f"for {step} in range(8, {end}, 8):")
+                    self.indent += 1
+                    outer, self.memo = self.memo, {}
+                    for j, r in enumerate(rs):
+                        self.line(f"{r} += {element(Index.loop(step, 8, end - 8).shift(j))}")
+                    self.memo = outer
+                    self.indent -= 1
+                res = self.bind(f"(({rs[0]} + {rs[1]}) + ({rs[2]} + {rs[3]})) + "
+                                f"(({rs[4]} + {rs[5]}) + ({rs[6]} + {rs[7]}))")
+                for k in range(end, n):
+                    self.line(f"{res} += {element(Index.const(k))}")
+        finally:
+            self.memo = memo
+        if target is None:
+            self.line(f"{total} += {res}")
+        else:
+            at_out = [names.get(d, "0") for d in range(len(shape)) if d not in axes]
+            self.line(f"{target}[{', '.join(at_out)}] += {res}")
+        self.indent -= len(big) - 1
+        return total if target is None else target
 
     def hoist_fused(self, eqn, env, read):
         """Write a loop-invariant equation the native tier fuses once, before the loop (its
@@ -383,8 +456,9 @@ _NEW_ARRAYS = frozenset(ELEMENTWISE - {"copy", "copy_p", "name", "stop_gradient"
 
 
 def _accumulating(dtype):
-    """The type a sum of ``dtype`` accumulates in: float64, or complex128."""
-    return np.dtype(np.complex128 if dtype.kind == "c" else np.float64)
+    """The type a sum of ``dtype`` accumulates in: its own (a float sum in NumPy's order
+    rounds as NumPy's), or complex128."""
+    return np.dtype(np.complex128 if dtype.kind == "c" else dtype)
 
 
 def _reusable(jaxpr, escaping):

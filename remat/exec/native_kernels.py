@@ -1,5 +1,5 @@
 """The numba helpers generated native loops call: what has no one-line NumPy form in numba
-(reductions over rows with a float64 accumulator, batched matmuls, a fast float32 tanh).
+(float sums in NumPy's order, reductions over rows, batched matmuls, a fast float32 tanh).
 Every helper uses NumPy's error model: a float division by zero gives inf or NaN, no check
 and no exception (which would also keep loops of it from vectorizing).
 Compiled once per signature and cached on disk next to this file (``cache=True``)."""
@@ -311,23 +311,94 @@ def tanh_f32_scalar(v):
 
 
 @njit(cache=True, error_model="numpy")
-def sum_rows_f64(rows):
-    out = np.empty(rows.shape[0], np.float64)
-    for r in range(rows.shape[0]):
-        acc = 0.0
-        for k in range(rows.shape[1]):
-            acc += np.float64(rows[r, k])
-        out[r] = acc
-    return out
+def _block_sum(a, lo, n):
+    """NumPy's ``pairwise_sum`` of 1 to 128 elements: fewer than 8 in order; else eight
+    interleaved accumulators, combined as a tree, then the rest in order."""
+    if n < 8:  # (from the first element, not zero: the callers add the sum to a zero, which
+        res = a[lo]  # erases the only difference, a zero's sign; n is at least 1)
+        for i in range(lo + 1, lo + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    end = lo + n - n % 8
+    for i in range(lo + 8, end, 8):
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for i in range(end, lo + n):
+        res += a[i]
+    return res
 
 
 @njit(cache=True, error_model="numpy")
-def sum_all_f64(x):
-    """The sum of every element, accumulated in float64."""
-    acc = 0.0
-    for v in x.ravel():
-        acc += np.float64(v)
-    return acc
+def pairwise_sum(a, lo, n):
+    """NumPy's float ``add`` reduction of ``a[lo:lo + n]`` (its ``pairwise_sum``): blocks of
+    at most 128 (``_block_sum``), a longer run the sum of its two halves (the first a multiple
+    of 8 long), in ``a``'s dtype, so a native sum rounds as the NumPy one of the Python tier
+    does. (The halving is walked with a stack: numba's cache cannot link a recursive
+    function into the kernels that call it.)"""
+    if n <= 128:
+        return _block_sum(a, lo, n)
+    starts, sizes = np.empty(256, np.int64), np.empty(256, np.int64)
+    combine = np.empty(256, np.bool_)
+    sums = np.empty(128, a.dtype)
+    top, done = 1, 0
+    starts[0], sizes[0], combine[0] = lo, n, False
+    while top:
+        top -= 1
+        start, size = starts[top], sizes[top]
+        if combine[top]:  # (both halves summed: the first is below the second)
+            done -= 1
+            sums[done - 1] = sums[done - 1] + sums[done]
+        elif size <= 128:
+            sums[done] = _block_sum(a, start, size)
+            done += 1
+        else:
+            half = size // 2
+            half -= half % 8
+            starts[top], sizes[top], combine[top] = start, size, True
+            starts[top + 1], sizes[top + 1], combine[top + 1] = start + half, size - half, False
+            starts[top + 2], sizes[top + 2], combine[top + 2] = start, half, False
+            top += 3
+    return sums[0]
+
+
+@njit(cache=True, error_model="numpy")
+def _output_row(r, sizes, kept_strides):
+    """The output row of row ``r`` of a C-ordered array of outer dimensions ``sizes``."""
+    o = 0
+    for i in range(len(sizes) - 1, -1, -1):
+        o += (r % sizes[i]) * kept_strides[i]
+        r //= sizes[i]
+    return o
+
+
+@njit(cache=True, error_model="numpy")
+def sum_in_numpy_order(rows, sizes, kept_strides, inner_reduced, out):
+    """A float sum in the order NumPy's ``add.reduce`` takes over a C-contiguous operand, viewed
+    as ``rows`` (its outer dimensions ``sizes`` flattened; the innermost, reduced or kept,
+    across), into ``out`` (flat, C order): from zero, each output adds the pairwise sums of its
+    rows (``inner_reduced``), or its rows element by element, in C order. ``kept_strides``:
+    each outer dimension's stride in output rows (0 where reduced)."""
+    n = rows.shape[1]
+    out[:] = 0
+    if inner_reduced:
+        flat = rows.ravel()
+        for r in range(rows.shape[0]):
+            out[_output_row(r, sizes, kept_strides)] += pairwise_sum(flat, r * n, n)
+        return out
+    for r in range(rows.shape[0]):
+        o = _output_row(r, sizes, kept_strides) * n
+        for j in range(n):
+            out[o + j] += rows[r, j]
+    return out
 
 
 @njit(cache=True, error_model="numpy")

@@ -985,15 +985,9 @@ def _reduction(kernel, *extra):
     def rule(ctx, eqn, ins):
         aval, out = eqn.invars[0].aval, _out(eqn)
         axes = tuple(eqn.params["axes"])
-        if kernel == "sum_rows_f64":  # float sums accumulate in float64
-            if not np.issubdtype(aval.dtype, np.floating):
-                return None
-            if not out.shape:
-                return [f"_k.sum_all_f64({ins[0]})"]  # (the scalar is cast to the output dtype)
-            if len(axes) == 1:
-                return [f"{ins[0]}.astype(np.float64).sum(axis={axes[0]})"
-                        f".astype({ctx.dtype(out.dtype)})"]
-        elif kernel not in ("any_rows", "all_rows") and \
+        if kernel == "sum_in_numpy_order":
+            return float_sum(ctx, eqn, ins[0], axes)
+        if kernel not in ("any_rows", "all_rows") and \
                 not math.prod(aval.shape[d] for d in axes):
             return None  # an empty max/min/prod/arg reduction: left to the NumPy path
         args = ", ".join([_rows(ctx, eqn, ins[0], axes), *extra])
@@ -1002,12 +996,57 @@ def _reduction(kernel, *extra):
     return rule
 
 
+def numpy_sum_order(shape, axes):
+    """How NumPy's ``add.reduce`` over ``axes`` walks a C-contiguous operand of ``shape``:
+    ``(sizes, kept_strides, out_rows, inner, inner_reduced)`` for
+    ``native_kernels.sum_in_numpy_order`` (its size-1 dimensions dropped and neighbours of one
+    kind merged, as NumPy's iterator does; a leading dimension of 1 so that ``sizes`` is never
+    empty)."""
+    dims = []
+    for d, size in enumerate(shape):
+        if size != 1:
+            if dims and dims[-1][1] == (d in axes):
+                dims[-1][0] *= size
+            else:
+                dims.append([size, d in axes])
+    inner, inner_reduced = dims.pop() if dims else (1, True)
+    dims.insert(0, [1, False])
+    kept_strides, stride = [], 1
+    for size, reduced in reversed(dims):
+        kept_strides.append(0 if reduced else stride)
+        stride *= 1 if reduced else size
+    return tuple(s for s, _ in dims), tuple(reversed(kept_strides)), stride, inner, inner_reduced
+
+
+def float_sum(ctx, eqn, x, axes, out=None):
+    """A float sum rounded as the Python tier's NumPy sum of a C-contiguous operand: in its
+    dtype, pairwise along a reduced innermost run, in order across the rest (a float64
+    accumulator rounded otherwise: an ulp off, and a tier handing over mid-call changed a
+    result). ``out``: a flat array of the result's size to write it into (else a new one)."""
+    aval = eqn.invars[0].aval
+    if not np.issubdtype(aval.dtype, np.floating) or not math.prod(aval.shape):
+        return None
+    sizes, kept_strides, out_rows, inner, inner_reduced = numpy_sum_order(aval.shape, axes)
+    dtype = ctx.dtype(aval.dtype)
+    result = _out(eqn)
+    if not result.shape and math.prod(sizes) == 1 and inner_reduced:  # (a whole sum)
+        flat = f"np.ascontiguousarray({x}).ravel()" if aval.shape else f"np.full(1, {x}, {dtype})"
+        return [f"{dtype}(0) + _k.pairwise_sum({flat}, 0, {inner})"]
+    rows = f"np.ascontiguousarray({x}).reshape(({math.prod(sizes)}, {inner}))"
+    if out is None:
+        out = ctx.bind(f"np.empty({math.prod(result.shape)}, {dtype})")
+    ctx.line(f"_k.sum_in_numpy_order({rows}, {sizes}, {kept_strides}, {inner_reduced}, {out})")
+    if not result.shape:
+        return [f"{out}[0]"]
+    return [reshape_src(ctx, out, _Shape((math.prod(result.shape),), result.dtype), result.shape)]
+
+
 class _Shape:
     def __init__(self, shape, dtype):
         self.shape, self.dtype = shape, dtype
 
 
-rules["reduce_sum"] = _reduction("sum_rows_f64")
+rules["reduce_sum"] = _reduction("sum_in_numpy_order")
 rules["reduce_max"] = _reduction("extreme_rows", "True")
 rules["reduce_min"] = _reduction("extreme_rows", "False")
 rules["reduce_prod"] = _reduction("prod_rows")
