@@ -420,7 +420,7 @@ def test_native_sums_round_as_numpys_over_every_layout_of_axes(dtype):
         x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-4, 4, shape)).astype(dtype)
         for operand in (x, -np.zeros(shape, dtype)):
             want = np.add.reduce(operand, axis=axes, dtype=dtype)
-            sizes, kept_strides, out_rows, inner, inner_reduced = numpy_sum_order(shape, axes)
+            sizes, kept_strides, inner, inner_reduced = numpy_sum_order(shape, axes)
             rows = np.ascontiguousarray(operand).reshape((int(np.prod(sizes)), inner))
             out = np.empty(int(np.prod(np.shape(want))), dtype)
             got = native_kernels.sum_in_numpy_order(rows, sizes, kept_strides, inner_reduced,

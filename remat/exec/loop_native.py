@@ -308,7 +308,7 @@ class NativeKernel(KernelWriter):
             return None
         axes = set(eqn.params["axes"])
         if x.aval.dtype.kind == "f" and math.prod(x.aval.shape) and \
-                numpy_sum_order(x.aval.shape, axes)[4]:
+                numpy_sum_order(x.aval.shape, axes)[-1]:  # (pairwise along the innermost run)
             value = env[x]
             big = [d for d, n in enumerate(x.aval.shape) if n != 1]
             if big and x.aval.shape[big[-1]] <= 128 and (len(big) == 1 or big[-2] not in axes):
@@ -392,8 +392,9 @@ class NativeKernel(KernelWriter):
                     self.line(f"for {step} in range(8, {end}, 8):")
                     self.indent += 1
                     outer, self.memo = self.memo, {}
+                    block = Index.loop(step, 8, end - 8)
                     for j, r in enumerate(rs):
-                        self.line(f"{r} += {element(Index.loop(step, 8, end - 8).shift(j))}")
+                        self.line(f"{r} += {element(block.shift(j))}")
                     self.memo = outer
                     self.indent -= 1
                 res = self.bind(f"(({rs[0]} + {rs[1]}) + ({rs[2]} + {rs[3]})) + "

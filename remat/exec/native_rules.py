@@ -985,8 +985,6 @@ def _reduction(kernel, *extra):
     def rule(ctx, eqn, ins):
         aval, out = eqn.invars[0].aval, _out(eqn)
         axes = tuple(eqn.params["axes"])
-        if kernel == "sum_in_numpy_order":
-            return float_sum(ctx, eqn, ins[0], axes)
         if kernel not in ("any_rows", "all_rows") and \
                 not math.prod(aval.shape[d] for d in axes):
             return None  # an empty max/min/prod/arg reduction: left to the NumPy path
@@ -998,7 +996,7 @@ def _reduction(kernel, *extra):
 
 def numpy_sum_order(shape, axes):
     """How NumPy's ``add.reduce`` over ``axes`` walks a C-contiguous operand of ``shape``:
-    ``(sizes, kept_strides, out_rows, inner, inner_reduced)`` for
+    ``(sizes, kept_strides, inner, inner_reduced)`` for
     ``native_kernels.sum_in_numpy_order`` (its size-1 dimensions dropped and neighbours of one
     kind merged, as NumPy's iterator does; a leading dimension of 1 so that ``sizes`` is never
     empty)."""
@@ -1015,7 +1013,7 @@ def numpy_sum_order(shape, axes):
     for size, reduced in reversed(dims):
         kept_strides.append(0 if reduced else stride)
         stride *= 1 if reduced else size
-    return tuple(s for s, _ in dims), tuple(reversed(kept_strides)), stride, inner, inner_reduced
+    return tuple(s for s, _ in dims), tuple(reversed(kept_strides)), inner, inner_reduced
 
 
 def float_sum(ctx, eqn, x, axes, out=None):
@@ -1026,7 +1024,7 @@ def float_sum(ctx, eqn, x, axes, out=None):
     aval = eqn.invars[0].aval
     if not np.issubdtype(aval.dtype, np.floating) or not math.prod(aval.shape):
         return None
-    sizes, kept_strides, out_rows, inner, inner_reduced = numpy_sum_order(aval.shape, axes)
+    sizes, kept_strides, inner, inner_reduced = numpy_sum_order(aval.shape, axes)
     dtype = ctx.dtype(aval.dtype)
     result = _out(eqn)
     if not result.shape and math.prod(sizes) == 1 and inner_reduced:  # (a whole sum)
@@ -1046,7 +1044,7 @@ class _Shape:
         self.shape, self.dtype = shape, dtype
 
 
-rules["reduce_sum"] = _reduction("sum_in_numpy_order")
+rules["reduce_sum"] = lambda ctx, eqn, ins: float_sum(ctx, eqn, ins[0], eqn.params["axes"])
 rules["reduce_max"] = _reduction("extreme_rows", "True")
 rules["reduce_min"] = _reduction("extreme_rows", "False")
 rules["reduce_prod"] = _reduction("prod_rows")

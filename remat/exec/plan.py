@@ -242,9 +242,15 @@ def plan_for(jaxpr):
     """The (cached) plan of a jaxpr without constvars."""
     plan = _plans.get(jaxpr)
     if plan is None:
-        with collection.young_only():
-            plan = _plans[jaxpr] = Plan(jaxpr)
+        plan = _plans[jaxpr] = _new_plan(jaxpr)
     return plan
+
+
+def _new_plan(jaxpr):
+    """A plan built without the collector's full collections (``collection.young_only``: a
+    plan's thousands of small objects made them run, over the whole heap)."""
+    with collection.young_only():
+        return Plan(jaxpr)
 
 
 _closed_plans = weakref.WeakKeyDictionary()
@@ -258,9 +264,8 @@ def _plan_and_consts(closed):
     entry = _closed_plans.get(closed)
     if entry is None:
         consts = [getattr(c, "_buf", c) for c in closed.consts]
-        with collection.young_only():
-            plan = Plan(convert_constvars_jaxpr(closed.jaxpr))
-        entry = _closed_plans[closed] = (plan, consts)
+        entry = _closed_plans[closed] = (_new_plan(convert_constvars_jaxpr(closed.jaxpr)),
+                                         consts)
     return entry
 
 

@@ -334,6 +334,11 @@ def _dilate_and_pad(x, lhs_dilation, padding, dtype):
     return out[(slice(None),) + crop]
 
 
+def _flat_offsets(shape, steps):
+    """The flat offset ``index . steps`` of each index of ``shape``, in row-major order."""
+    return [sum(i * step for i, step in zip(at, steps)) for at in np.ndindex(*shape)]
+
+
 def _shifted_conv(x, w, rhs_dilation, out_spatial, work):
     """A stride-1, ungrouped convolution of ``x`` (N, padded spatial..., C; dilated) by ``w``
     (O, C, K...) as ``(N, out..., O)``, without im2col's copy of every window: in ``x``
@@ -351,8 +356,7 @@ def _shifted_conv(x, w, rhs_dilation, out_spatial, work):
     n, padded, c = x.shape[0], x.shape[1:-1], x.shape[-1]
     o, kernel = w.shape[0], w.shape[2:]
     strides = [int(np.prod(padded[i + 1:], dtype=np.int64)) for i in range(len(padded))]
-    offsets = [sum(k * r * s for k, r, s in zip(at, rhs_dilation, strides))
-               for at in np.ndindex(*kernel)]
+    offsets = _flat_offsets(kernel, [r * s for r, s in zip(rhs_dilation, strides)])
     taps, extent = len(offsets), offsets[-1] + 1
     rows, positions = int(np.prod(padded, dtype=np.int64)), int(np.prod(out_spatial))
     # (the products' inner dimensions: by taps, C; by windows, N; narrow ones make BLAS slow)
@@ -380,7 +384,7 @@ def _shifted_conv(x, w, rhs_dilation, out_spatial, work):
     spread[offsets] = per_tap.transpose(1, 0, 2)
     spread = spread.reshape(extent * c, o)
     flat = x.reshape(n, rows * c)
-    starts = [sum(p * s for p, s in zip(at, strides)) for at in np.ndindex(*out_spatial)]
+    starts = _flat_offsets(out_spatial, strides)
     out = np.empty((n, positions, o), work)
 
     def products(first, stop):  # (one worker's positions: each product is narrow)

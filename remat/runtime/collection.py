@@ -17,40 +17,45 @@ import gc
 import threading
 
 _lock = threading.Lock()
-_paused = [0, False]  # ``paused`` blocks open, whether the collector was on at the first
-_young = [0, None]  # ``young_only`` blocks open, the thresholds at the first
 _NEVER = 1 << 30  # a full-collection threshold no run of work reaches
 
 
-@contextlib.contextmanager
-def paused():
-    """No automatic collection inside."""
-    with _lock:
-        if _paused[0] == 0:
-            _paused[1] = gc.isenabled()
-            gc.disable()
-        _paused[0] += 1
-    try:
-        yield
-    finally:
+def _shared(name, doc, change, restore):
+    """A reentrant context manager ``name``, shared across threads: ``change()`` as the first
+    block opens (its return value kept), ``restore(kept)`` as the last one closes."""
+    state = [0, None]  # blocks open, what ``change`` returned
+
+    def block():
         with _lock:
-            _paused[0] -= 1
-            if _paused[0] == 0 and _paused[1]:
-                gc.enable()
+            if state[0] == 0:
+                state[1] = change()
+            state[0] += 1
+        try:
+            yield
+        finally:
+            with _lock:
+                state[0] -= 1
+                if state[0] == 0:
+                    restore(state[1])
+    block.__name__ = block.__qualname__ = name
+    block.__doc__ = doc
+    return contextlib.contextmanager(block)
 
 
-@contextlib.contextmanager
-def young_only():
-    """No full collection inside (the youngest two generations are collected as usual)."""
-    with _lock:
-        if _young[0] == 0:
-            _young[1] = gc.get_threshold()
-            gc.set_threshold(*_young[1][:2], _NEVER)
-        _young[0] += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _young[0] -= 1
-            if _young[0] == 0:
-                gc.set_threshold(*_young[1])
+def _disable():
+    enabled = gc.isenabled()
+    gc.disable()
+    return enabled
+
+
+def _defer_full_collections():
+    thresholds = gc.get_threshold()
+    gc.set_threshold(*thresholds[:2], _NEVER)
+    return thresholds
+
+
+paused = _shared("paused", "No automatic collection inside.", _disable,
+                 lambda enabled: gc.enable() if enabled else None)
+young_only = _shared("young_only", "No full collection inside (the youngest two generations "
+                     "are collected).", _defer_full_collections,
+                     lambda thresholds: gc.set_threshold(*thresholds))
