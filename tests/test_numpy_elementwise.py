@@ -400,6 +400,33 @@ def test_broadcasting_errors():
     assert out.shape == (3, 4, 2)
 
 
+@pytest.mark.parametrize("shapes", [((2, 3), (3,)), ((3, 1, 2), (4, 1)), ((1,), (2, 3)),
+                                    ((2, 1), (1, 3)), ((), (2, 2)), ((4,), (4,))])
+@pytest.mark.parametrize("op", ["add", "subtract", "multiply", "true_divide", "maximum"])
+def test_arrays_of_one_type_broadcast_as_numpy(op, shapes):
+    # (two remat arrays of one dtype and weak type take the path without promotion)
+    s1, s2 = shapes
+    a, b = np.arange(1.0, 1 + np.prod(s1)).reshape(s1), np.arange(2.0, 2 + np.prod(s2)).reshape(s2)
+    for dtype, weak in ((np.float32, False), (np.int32, False), (np.float32, True)):
+        if op == "true_divide" and dtype == np.int32:
+            continue
+        x = lax.convert_element_type(a.astype(dtype), dtype, weak_type=weak)
+        y = lax.convert_element_type(b.astype(dtype), dtype, weak_type=weak)
+        out = getattr(jnp, op)(x, y)
+        np.testing.assert_array_equal(np.asarray(out), getattr(np, op)(a, b).astype(dtype))
+        assert out.dtype == dtype and out.aval.weak_type == weak
+    x, y = jnp.asarray(a, np.float32), jnp.asarray(b, np.float32)
+    shape = np.broadcast_shapes(s1, s2)
+    grads = remat.grad(lambda x, y: jnp.sum(getattr(jnp, op)(x, y) ** 2), (0, 1))(x, y)
+    want = remat.grad(lambda x, y: jnp.sum(getattr(jnp, op)(
+        jnp.broadcast_to(x, shape), jnp.broadcast_to(y, shape)) ** 2), (0, 1))(x, y)
+    for g, w, s in zip(grads, want, shapes):
+        assert g.shape == s
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+    with pytest.raises(ValueError, match="Incompatible shapes for broadcasting"):
+        getattr(jnp, op)(jnp.ones((2, 3)), jnp.ones(4))
+
+
 def test_scalars_stay_rank0_operands():
     jaxpr = str(remat.make_jaxpr(lambda x: jnp.add(jnp.multiply(x, 2.0), 1))(np.ones((3, 4),
                                                                                 np.float32)))

@@ -169,9 +169,26 @@ def _dims_tuple(dims, what):
                         f"got {dims!r}") from None
 
 
+_canonical_dims = {}  # the dimension numbers callers write, canonicalized (eager calls repeat)
+
+
 def _canonicalize_dimension_numbers(dimension_numbers):
     if type(dimension_numbers) is _DotDimensionNumbers:
         return dimension_numbers
+    try:
+        return _canonical_dims[dimension_numbers]
+    except (KeyError, TypeError):  # (new, or unhashable: lists)
+        pass
+    canonical = _canonical_dimension_numbers(dimension_numbers)
+    if len(_canonical_dims) < 4096:
+        try:
+            _canonical_dims[dimension_numbers] = canonical
+        except TypeError:
+            pass
+    return canonical
+
+
+def _canonical_dimension_numbers(dimension_numbers):
     try:
         (lc, rc), (lb, rb) = dimension_numbers
     except (TypeError, ValueError):
@@ -180,6 +197,11 @@ def _canonicalize_dimension_numbers(dimension_numbers):
                         f"rhs_batch_dims)), got {dimension_numbers!r}") from None
     return _DotDimensionNumbers(((_dims_tuple(lc, "contracting"), _dims_tuple(rc, "contracting")),
                                  (_dims_tuple(lb, "batch"), _dims_tuple(rb, "batch"))))
+
+
+def _argsort(dims):
+    """The positions of ``dims`` (distinct ints) in increasing order of their values."""
+    return tuple(sorted(range(len(dims)), key=dims.__getitem__))
 
 
 def _free_dims(ndim, contracting, batch):
@@ -380,10 +402,10 @@ def _dot_transpose_operand(ct, x_aval, y, dimension_numbers, precision,
     else:
         ans_batch, _, ans_y = _ranges_like(x_batch, x_kept, y_kept)
     dims = ((ans_y, y_kept), (ans_batch, y_batch))
-    x_contract_sorted_by_y = tuple(x_contract[i] for i in np.argsort(y_contract))
+    x_contract_sorted_by_y = tuple(x_contract[i] for i in _argsort(y_contract))
     unsorted_axes = tuple(x_batch) + x_kept + x_contract_sorted_by_y
     out = _bind_dot(ct, y, dims, precision, preferred_element_type)
-    out = transpose(out, tuple(int(i) for i in np.argsort(unsorted_axes)))
+    out = transpose(out, _argsort(unsorted_axes))
     if core.get_aval(out).dtype != x_aval.dtype:  # a real operand's cotangent: the real part
         out = convert_element_type_p.bind(out, new_dtype=x_aval.dtype,
                                               weak_type=x_aval.weak_type)

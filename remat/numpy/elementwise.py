@@ -248,8 +248,11 @@ def _binary(name, promote, lax_fn, doc, bool_fn=None):
     inexact = promote is _promote_args_inexact
 
     def fn(x1, x2, /):
-        if _scalar_operand_fits(x1, x2, inexact) or _same_type_operands(x1, x2, inexact):
+        if _scalar_operand_fits(x1, x2, inexact):
             return lax_fn(x1, x2)
+        same = _same_type_operands(x1, x2, inexact)
+        if same is not None:
+            return lax_fn(*same)
         x1, x2 = promote(name, x1, x2)
         if bool_fn is not None and _dtype(x1) == dtypes.bool_:
             return bool_fn(x1, x2)
@@ -273,6 +276,9 @@ def subtract(x1, x2, /):
     """Elementwise ``x1 - x2``."""
     if _scalar_operand_fits(x1, x2):
         return lax.sub(x1, x2)
+    same = _same_type_operands(x1, x2, False)
+    if same is not None:
+        return lax.sub(*same)
     x1, x2 = _promote_args("subtract", x1, x2)
     if _dtype(x1) == dtypes.bool_:
         raise TypeError("numpy boolean subtract, the `-` operator, is not supported, use the "
@@ -284,6 +290,9 @@ def true_divide(x1, x2, /):
     """Elementwise ``x1 / x2``; integers divide in floating point."""
     if _scalar_operand_fits(x1, x2, inexact=True):
         return lax.div(x1, x2)
+    same = _same_type_operands(x1, x2, True)
+    if same is not None:
+        return lax.div(*same)
     x1, x2 = _promote_args_inexact("true_divide", x1, x2)
     return lax.div(x1, x2)
 

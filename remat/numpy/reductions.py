@@ -35,7 +35,8 @@ def _reduction_axes(axis, nd):
         return tuple(range(nd))
     if isinstance(axis, (int, np.integer)):
         return (_canonicalize_axis(axis, nd),)
-    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
+    axes = tuple(axis) if type(axis) in (tuple, list) else \
+        (axis,) if np.ndim(axis) == 0 else tuple(axis)
     out = tuple(_canonicalize_axis(a, nd) for a in axes)
     if len(set(out)) != len(out):
         raise ValueError(f"duplicate value in 'axis': {axis}")
@@ -176,8 +177,7 @@ def _truth(a, name):
 def _count(a, axes, where_, keepdims, dtype):
     """The number of elements each reduction sees (static unless masked)."""
     if where_ is None:
-        n = math.prod(_shape(a)[i] for i in axes)
-        return lax.full((), n, dtype)
+        return _convert(math.prod(_shape(a)[i] for i in axes), dtype)
     mask = _where_mask(where_, _shape(a))
     return _keep(lax.reduce_sum(_convert(mask, dtype), axes), axes, len(_shape(a)),
                  keepdims) if axes else _convert(mask, dtype)

@@ -459,15 +459,49 @@ def _scalar_operand_fits(x1, x2, inexact=False):
 
 
 def _same_type_operands(x1, x2, inexact):
-    """Two arrays of one dtype and weak type, with equal shapes or one of rank 0, need no
-    promotion or broadcasting: the lax op takes them as they are."""
+    """``(x1, x2)`` ready for the lax op when they are two arrays of one dtype and weak type
+    (the commonest case by far): broadcast to their common shape (a rank-0 operand stays rank
+    0, the lax ops take it), without the promotion machinery. None when they need promotion,
+    or when their shapes do not broadcast (the general path then raises JAX's error)."""
     a1, a2 = getattr(x1, "aval", None), getattr(x2, "aval", None)
     if a1 is None or a2 is None or a1.dtype != a2.dtype or a1.weak_type != a2.weak_type:
-        return False
-    if a1.shape != a2.shape and a1.shape and a2.shape:
-        return False
+        return None
     kind = dtypes.kind(a1.dtype)
-    return kind in "fc" or (not inexact and kind in "iu")
+    if not (kind in "fc" or (not inexact and kind in "iu")):
+        return None
+    s1, s2 = a1.shape, a2.shape
+    if s1 == s2 or not s1 or not s2:
+        return x1, x2
+    shape = _broadcast_pair(s1, s2)
+    if shape is None:
+        return None
+    return _broadcast_trailing(x1, s1, shape), _broadcast_trailing(x2, s2, shape)
+
+
+def _broadcast_pair(s1, s2):
+    """NumPy's broadcast of two shapes (tuples of ints), or None where they do not."""
+    if len(s1) < len(s2):
+        s1 = (1,) * (len(s2) - len(s1)) + s1
+    elif len(s2) < len(s1):
+        s2 = (1,) * (len(s1) - len(s2)) + s2
+    out = []
+    for a, b in zip(s1, s2):
+        if a == b or b == 1:
+            out.append(a)
+        elif a == 1:
+            out.append(b)
+        else:
+            return None
+    return tuple(out)
+
+
+def _broadcast_trailing(x, s, shape):
+    """``x`` of shape ``s`` broadcast to ``shape``, its axes the trailing ones."""
+    if s == shape:
+        return x
+    return lax.broadcast_in_dim_p.bind(x, shape=shape,
+                                       broadcast_dimensions=tuple(range(len(shape) - len(s),
+                                                                        len(shape))))
 
 
 def _bcast_like(x, like):
