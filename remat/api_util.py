@@ -17,10 +17,28 @@ class OutStore:
     """Where a flattened function leaves the tree structure of its output (and of its
     auxiliary output, for ``has_aux`` functions)."""
 
-    __slots__ = ("tree", "aux_tree", "num_out")
+    __slots__ = ("tree", "aux_tree", "num_out", "aux_held")
 
     def __init__(self):
         self.tree = self.aux_tree = self.num_out = None
+        self.aux_held = {}
+
+    def aux(self, traced):
+        """The auxiliary output, from its ``traced`` leaves (those the flat function returned)
+        and the leaves it held back: as in JAX, auxiliary data need not be arrays (equinox's
+        ``filter_grad`` returns a string), and passes through the transformation untouched."""
+        traced = iter(traced)
+        leaves = [self.aux_held[i] if i in self.aux_held else next(traced)
+                  for i in range(self.aux_tree.num_leaves)]
+        return tree_unflatten(self.aux_tree, leaves)
+
+
+def _is_jax_value(x):
+    try:
+        core.get_aval(x)
+    except TypeError:
+        return False
+    return True
 
 
 def flatten_fun(fun, in_tree):
@@ -57,6 +75,8 @@ def flatten_fun_nokwargs(fun, in_tree, has_aux=False):
                                 f"(output, auxiliary data), got {type(out).__name__}")
             out, aux = out
             aux_leaves, store.aux_tree = tree_flatten(aux)
+            store.aux_held = {i: x for i, x in enumerate(aux_leaves) if not _is_jax_value(x)}
+            aux_leaves = [x for i, x in enumerate(aux_leaves) if i not in store.aux_held]
         flat_out, store.tree = tree_flatten(out)
         store.num_out = len(flat_out)
         return flat_out + aux_leaves

@@ -1,6 +1,7 @@
 """Weak types survive transformations where JAX keeps them: cotangents of weakly typed inputs,
 loop carries that start from Python scalars."""
 
+import numpy as np
 import pytest
 
 import remat
@@ -39,3 +40,83 @@ def test_weak_type_matches_the_oracle(name):
     import jax.numpy as jjnp
 
     assert EXPECTED_WEAK[name] is jax.typeof(_cases(jax, jjnp)[name]()).weak_type
+
+
+# What the differentiation transformations return for Python scalars and passed-through values,
+# as JAX 0.10 returns it: (the value, its type's name, weakly typed or None for a non-array).
+def _passthrough_cases(jax, jnp):
+    import numpy as np
+
+    two = np.float32(2)
+    return {
+        "jvp_identity": lambda: jax.jvp(lambda a: a, (2.0,), (3.0,)),
+        "jvp_constant_output": lambda: jax.jvp(lambda a: 2.0, (2.0,), (3.0,)),
+        "jvp_mixed_outputs": lambda: jax.jvp(lambda a: (a, 1.0, a * 2), (2.0,), (1.0,)),
+        "vjp_identity": lambda: jax.vjp(lambda a: a, 2.0)[1](1.0),
+        "vjp_unused_input": lambda: jax.vjp(lambda a, b: a, 1.0, 2.0)[1](1.0),
+        "jacfwd_identity": lambda: jax.jacfwd(lambda a: a)(2.0),
+        "jacfwd_strong_output": lambda: jax.jacfwd(lambda a: a * two)(2.0),
+        "jacrev_weak_input": lambda: jax.jacrev(lambda a: a * two)(2.0),
+        "jacrev_strong_input": lambda: jax.jacrev(lambda a: a * 2)(two),
+        "jacrev_pair": lambda: jax.jacrev(lambda a, b: a * b, (0, 1))(2.0, np.ones(2, np.float32)),
+    }
+
+
+def _described(tree):
+    from remat.tree_util import tree_leaves
+
+    return [(float(np.asarray(x).ravel()[0]), type(x).__name__ if not hasattr(x, "aval") else
+             "Array", getattr(getattr(x, "aval", None), "weak_type", None))
+            for x in tree_leaves(tree)]
+
+
+EXPECTED_PASSTHROUGH = {
+    "jvp_identity": [(2.0, "float", None), (3.0, "float", None)],
+    "jvp_constant_output": [(2.0, "float", None), (0.0, "Array", True)],
+    "jvp_mixed_outputs": [(2.0, "float", None), (1.0, "float", None), (4.0, "Array", True),
+                          (1.0, "float", None), (0.0, "Array", True), (2.0, "Array", True)],
+    "vjp_identity": [(1.0, "float", None)],
+    "vjp_unused_input": [(1.0, "float", None), (0.0, "Array", True)],
+    "jacfwd_identity": [(1.0, "Array", True)],
+    "jacfwd_strong_output": [(2.0, "Array", False)],
+    "jacrev_weak_input": [(2.0, "Array", True)],
+    "jacrev_strong_input": [(2.0, "Array", False)],
+    "jacrev_pair": [(1.0, "Array", True), (2.0, "Array", False)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PASSTHROUGH))
+def test_passed_through_values_and_jacobian_weak_types_as_jax(name):
+    assert _described(_passthrough_cases(remat, jnp)[name]()) == EXPECTED_PASSTHROUGH[name]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PASSTHROUGH))
+def test_passed_through_values_match_the_oracle(name):
+    import jax
+    import jax.numpy as jjnp
+
+    got = [(v, "Array" if kind == "ArrayImpl" else kind, weak if kind != "ArrayImpl" else
+            jax.typeof(x).weak_type)
+           for (v, kind, weak), x in zip(_described(_passthrough_cases(jax, jjnp)[name]()),
+                                         jax.tree_util.tree_leaves(
+                                             _passthrough_cases(jax, jjnp)[name]()))]
+    assert got == EXPECTED_PASSTHROUGH[name]
+
+
+@pytest.mark.parametrize("transform", ["grad", "value_and_grad", "vjp", "jvp", "linearize"])
+def test_auxiliary_data_need_not_be_arrays(transform):
+    # (as JAX: equinox's filter_grad returns a string beside the loss)
+    x = np.ones(3, np.float32)
+    f = lambda x: (jnp.sum(x), ("hi", x * 2, object, 1.5))  # noqa: E731
+    if transform == "grad":
+        aux = remat.grad(f, has_aux=True)(x)[1]
+    elif transform == "value_and_grad":
+        aux = remat.value_and_grad(f, has_aux=True)(x)[0][1]
+    elif transform == "vjp":
+        aux = remat.vjp(f, x, has_aux=True)[2]
+    elif transform == "jvp":
+        aux = remat.jvp(f, (x,), (x,), has_aux=True)[2]
+    else:
+        aux = remat.linearize(f, x, has_aux=True)[2]
+    assert aux[0] == "hi" and aux[2] is object and aux[3] == 1.5 and type(aux[3]) is float
+    np.testing.assert_array_equal(np.asarray(aux[1]), x * 2)

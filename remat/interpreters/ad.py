@@ -71,7 +71,8 @@ def is_undefined_primal(x):
 
 
 def zeros_like_aval(aval):
-    return array_ops.full(aval.shape, 0, aval.dtype)
+    """Zeros of ``aval``, weakly typed where it is (as JAX's: a Python float's zero tangent)."""
+    return array_ops.full(aval.shape, 0, aval.dtype, aval.weak_type)
 
 
 def instantiate_zeros(t):

@@ -3,7 +3,7 @@
 ``remat.lax``, which fills these slots when it is imported, so the interpreters stay below
 every primitive module."""
 
-full = None  # full(shape, fill_value, dtype): remat.lax.shape
+full = None  # full(shape, fill_value, dtype, weak_type): remat.lax.shape
 add = None  # add(x, y): remat.lax.elementwise
 transpose = None  # transpose(x, permutation): remat.lax.shape
 broadcast_in_dim = None  # broadcast_in_dim(x, shape, broadcast_dimensions): remat.lax.shape

@@ -532,7 +532,11 @@ def broadcasted_iota(dtype, shape, dimension):
                        shape=canonical_shape(shape, "iota shape"), dimension=int(dimension))
 
 
-array_ops.full, array_ops.transpose = full, transpose
+def _full_of_type(shape, fill_value, dtype, weak_type):
+    return broadcast_in_dim(convert_element_type(fill_value, dtype, weak_type), shape, ())
+
+
+array_ops.full, array_ops.transpose = _full_of_type, transpose
 array_ops.broadcast_in_dim = broadcast_in_dim
 
 

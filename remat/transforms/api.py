@@ -90,17 +90,6 @@ def _check_tangent(p, t, name):
                         f"got {t_aval.dtype.name}")
 
 
-def _as_arrays(tree):
-    """Outputs of transformations are arrays (a function returning its Python-float input
-    still yields an Array, weakly typed), as in JAX."""
-    def as_array(x):
-        if hasattr(x, "aval") or getattr(x, "dtype", None) == dtypes.float0:
-            return x
-        return array.asarray(x)
-
-    return tree_map(as_array, tree)
-
-
 def _tangent_in(p, t):
     """Integer and boolean inputs have float0 tangents: symbolically zero."""
     if dtypes.kind(core.get_aval(p).dtype) not in "fc":
@@ -126,11 +115,12 @@ def jvp(fun, primals, tangents, has_aux=False):
     outs, out_tangents = ad.jvp_flat(flat_fun, flat_p,
                                      [_tangent_in(p, t) for p, t in zip(flat_p, flat_t)])
     n = store.num_out
-    out = _as_arrays(tree_unflatten(store.tree, outs[:n]))
-    tangent = _as_arrays(tree_unflatten(store.tree,
-                                        [ad.instantiate_zeros(t) for t in out_tangents[:n]]))
+    # (as JAX: an output the function passes through is returned as it came, a Python float
+    # as a Python float; zero tangents are made arrays)
+    out = tree_unflatten(store.tree, outs[:n])
+    tangent = tree_unflatten(store.tree, [ad.instantiate_zeros(t) for t in out_tangents[:n]])
     if has_aux:
-        return out, tangent, tree_unflatten(store.aux_tree, outs[n:])
+        return out, tangent, store.aux(outs[n:])
     return out, tangent
 
 
@@ -151,7 +141,7 @@ def linearize(fun, *primals, has_aux=False):
     f_jvp = Partial(lifted, list(linear.consts))
     out = tree_unflatten(store.tree, outs[:n])
     if has_aux:
-        return out, f_jvp, tree_unflatten(store.aux_tree, outs[n:])
+        return out, f_jvp, store.aux(outs[n:])
     return out, f_jvp
 
 
@@ -257,7 +247,7 @@ class _VJP:
         cts_in = ad.backward_pass(linear.jaxpr, consts, args, cts, consume_consts=consume)
         del consts
         flat = [_weak_like(ad.instantiate_zeros(c), a) for c, a in zip(cts_in, self.in_avals)]
-        return _as_arrays(tree_unflatten(self.in_tree, flat))
+        return tree_unflatten(self.in_tree, flat)
 
 
 register_pytree_node(_VJP, _VJP._flatten, _VJP._unflatten)
@@ -278,7 +268,7 @@ def _vjp(fun, primals, has_aux):
     in_avals = [core.get_aval(p).to_tangent_aval() for p in flat_p]
     out_avals = [core.get_aval(o) for o in outs[:n]]
     pullback = _VJP(linear, out_nonzero[:n], out_avals, store.tree, in_avals, tree_p)
-    aux = tree_unflatten(store.aux_tree, outs[n:]) if has_aux else None
+    aux = store.aux(outs[n:]) if has_aux else None
     return tree_unflatten(store.tree, outs[:n]), pullback, aux
 
 
@@ -444,7 +434,8 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
                     raise TypeError(f"jacfwd with holomorphic=True requires outputs with "
                                     f"complex dtype, but got {core.get_aval(o).dtype.name}.")
         out_tangents = res[1]
-        jac = tree_map(lambda t: _unflatten_jac_axis(t, avals, tree, total), out_tangents)
+        jac = tree_map(lambda t, y: _unflatten_jac_axis(t, avals, tree, total, _is_weak(y)),
+                       out_tangents, res[0])
         jac = jac if not isinstance(argnums, int) else tree_map(lambda j: j[0], jac,
                                                                is_leaf=_is_tuple1)
         return (jac, res[2]) if has_aux else jac
@@ -456,14 +447,25 @@ def _is_tuple1(x):
     return isinstance(x, tuple) and len(x) == 1
 
 
-def _unflatten_jac_axis(t, avals, tree, total):
+def _is_weak(x):
+    return core.get_aval(x).weak_type
+
+
+def _weakly_typed_as(x, weak):
+    """``x`` weakly typed or not: a Jacobian's block has the weak type of its example, the
+    output for ``jacfwd``, the input for ``jacrev`` (as JAX's)."""
+    aval = core.get_aval(x)
+    return x if aval.weak_type == weak else lax.convert_element_type(x, aval.dtype, weak)
+
+
+def _unflatten_jac_axis(t, avals, tree, total, weak):
     """Split the trailing basis axis of ``t`` into the input pytree's shapes."""
     out_shape = core.get_aval(t).shape[:-1]
     parts, start = [], 0
     for a in avals:
         n = a.size
         piece = lax.slice_in_dim(t, start, start + n, axis=len(out_shape))
-        parts.append(lax.reshape(piece, out_shape + a.shape))
+        parts.append(_weakly_typed_as(lax.reshape(piece, out_shape + a.shape), weak))
         start += n
     return tree_unflatten(tree, parts)
 
@@ -492,7 +494,8 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
         cts = vmap(lambda *b: pullback(tree_unflatten(out_tree, [
             x.astype(a.dtype) for x, a in zip(b, avals)])))(*basis)
         # cts: the input tree, each leaf with leading axis `total` over output entries
-        per_input = tree_map(lambda c: _split_leading(c, avals, out_tree), cts)
+        per_input = tree_map(lambda c, x: _split_leading(c, avals, out_tree, _is_weak(x)),
+                             cts, diff)
         jac = tree_transpose(tree_structure(diff), out_tree, per_input)
         if isinstance(argnums, int):
             jac = tree_map(lambda j: j[0], jac, is_leaf=_is_tuple1)
@@ -501,13 +504,13 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     return jacfun
 
 
-def _split_leading(c, out_avals, out_tree):
+def _split_leading(c, out_avals, out_tree, weak):
     in_shape = core.get_aval(c).shape[1:]
     parts, start = [], 0
     for a in out_avals:
         n = a.size
         piece = lax.slice_in_dim(c, start, start + n, axis=0)
-        parts.append(lax.reshape(piece, a.shape + in_shape))
+        parts.append(_weakly_typed_as(lax.reshape(piece, a.shape + in_shape), weak))
         start += n
     return tree_unflatten(out_tree, parts)
 
