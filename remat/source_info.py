@@ -47,9 +47,13 @@ def current():
     if _override is not None:
         return _override
     frame = sys._getframe(1)
+    known = _internal_cache
     while frame is not None:
         code = frame.f_code
-        if not _is_internal(code.co_filename):
+        internal = known.get(code.co_filename)  # (inline: a dozen frames an equation)
+        if internal is None:
+            internal = _is_internal(code.co_filename)
+        if not internal:
             return SourceInfo(code.co_filename, frame.f_lineno, code.co_name, _name_stack)
         frame = frame.f_back
     return SourceInfo("unknown", 0, "unknown", _name_stack) if _name_stack else None
