@@ -337,3 +337,41 @@ def test_inline_pmap_traces_once_per_function(four_devices):
     assert len(traces) == 1
     remat.pmap(f, "i")(np.ones((2, 2), np.float32))  # another size: traced again
     assert len(traces) == 2
+
+
+def test_pytree_axes_cache_and_lower(four_devices):
+    # equinox's filter_pmap passes its arguments' axes as a pytree of lists and dicts, and
+    # lowers its pmap ahead of time
+    traces = []
+
+    def f(d, v):
+        traces.append(1)
+        return {"s": lax.psum(d["a"] * 2, "i") + v[0]}
+
+    g = remat.pmap(f, "i", in_axes=({"a": 0}, [None]))
+    x, v = {"a": np.arange(8.0, dtype=np.float32).reshape(4, 2)}, [np.float32(1)]
+    want = np.arange(8.0).reshape(4, 2).sum(0) * 2 + 1
+    for _ in range(2):
+        np.testing.assert_allclose(np.asarray(g(x, v)["s"]), np.broadcast_to(want, (4, 2)))
+    assert len(traces) == 1
+    lowered = g.lower(x, v)
+    assert "reduce_sum" in lowered.as_text() or "psum" in lowered.as_text()
+    np.testing.assert_allclose(np.asarray(lowered.compile()(x, v)["s"]),
+                               np.broadcast_to(want, (4, 2)))
+    assert len(traces) == 1
+
+
+def test_vmap_keeps_the_functions_attributes():
+    class Scaled:
+        """Multiplies by its factor."""
+
+        def __init__(self, k):
+            self.factor = k
+
+        def __call__(self, x):
+            return x * self.factor
+
+    f = remat.vmap(Scaled(3.0))
+    assert f.factor == 3.0 and f.__wrapped__.factor == 3.0
+    assert f.__doc__ == "Multiplies by its factor."
+    np.testing.assert_allclose(np.asarray(f(np.ones((2, 3), np.float32))), 3.0)

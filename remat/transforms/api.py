@@ -634,6 +634,9 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
             results.append(batching.moveaxis(v, d, oax % nd))
         return tree_unflatten(out_tree, results)
 
+    # as JAX's: the function's attributes (an equinox module's fields), docstring and
+    # ``__wrapped__`` carry over
+    functools.update_wrapper(vmapped, fun)
     vmapped.__name__ = f"vmap({fun_name(fun)})"
     return vmapped
 

@@ -34,7 +34,8 @@ class _AnonymousAxis:
 
 
 _ANONYMOUS = _AnonymousAxis()
-_compiled = weakref.WeakKeyDictionary()  # fun -> {options: jitted members}
+_compiled = weakref.WeakKeyDictionary()  # fun -> {options key: jitted members}
+_unreferenceable = {}  # id(fun) -> (fun, {options key: jitted members}), a bounded few
 
 
 def _argnums(value, what):
@@ -56,9 +57,11 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         in_axes = tuple(in_axes)
     name = _ANONYMOUS if axis_name is None else axis_name
     options = (name, in_axes, out_axes, static, donate, axis_size)
+    # (axes may be lists or dicts: equinox's filter_pmap passes its arguments' axes as a pytree)
+    key = (name, _axes_key(in_axes), _axes_key(out_axes), static, donate, axis_size)
 
-    @functools.wraps(fun)
-    def pmapped(*args, **kwargs):
+    def prepared(args, kwargs):
+        """The axis environment of a call on ``args`` and the jitted members it runs."""
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError(f"pmap in_axes must be an int, None, or a tuple of entries "
                              f"corresponding to the positional arguments passed to the "
@@ -77,24 +80,46 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                                              process_index=distributed.process_index())
         else:
             env = named_axes.extend_axis_env(name, size)
-        with env:
-            return _members(fun, options)(*args, **kwargs)
+        return env, _members(fun, key, options)
 
+    @functools.wraps(fun)
+    def pmapped(*args, **kwargs):
+        env, members = prepared(args, kwargs)
+        with env:
+            return members(*args, **kwargs)
+
+    def lower(*args, **kwargs):
+        """The ``Lowered`` stage of the members' program for these arguments, as
+        ``jit(f).lower``: ``.as_text()``, ``.compile()`` (equinox's ``filter_pmap(f).lower``)."""
+        env, members = prepared(args, kwargs)
+        with env:
+            return members.lower(*args, **kwargs)
+
+    pmapped.lower = lower
     pmapped.__name__ = f"pmap({fun_name(fun)})"
     return pmapped
 
 
-def _members(fun, options):
-    """The jitted batched program of ``fun``'s members under ``options``: made once per
-    function and options (held weakly by the function), so ``pmap(f)(x)`` written inline
-    traces once, as JAX's cache does."""
+def _axes_key(axes):
+    """``in_axes``/``out_axes`` as a hashable key: their leaves and structure."""
+    leaves, tree = tree_flatten(axes)
+    return tuple(leaves), tree
+
+
+def _members(fun, key, options):
+    """The jitted batched program of ``fun``'s members under ``options`` (``key``, hashable):
+    made once per function and options (held weakly by the function), so ``pmap(f)(x)``
+    written inline traces once, as JAX's cache does."""
     try:
         per_fun = _compiled.setdefault(fun, {})
-        hit = per_fun.get(options)
-    except TypeError:  # not weakly referenceable, or options that do not hash
-        return _make_members(weakref.ref(fun) if _weakrefable(fun) else lambda: fun, options)
+    except TypeError:  # not weakly referenceable: held by the key's entry for the process
+        per_fun = _unreferenceable.setdefault(id(fun), (fun, {}))[1]
+        if len(_unreferenceable) > 256:
+            _unreferenceable.clear()
+    hit = per_fun.get(key)
     if hit is None:
-        hit = per_fun[options] = _make_members(weakref.ref(fun), options)
+        hit = per_fun[key] = _make_members(
+            weakref.ref(fun) if _weakrefable(fun) else lambda: fun, options)
     return hit
 
 
