@@ -120,3 +120,35 @@ def test_auxiliary_data_need_not_be_arrays(transform):
         aux = remat.linearize(f, x, has_aux=True)[2]
     assert aux[0] == "hi" and aux[2] is object and aux[3] == 1.5 and type(aux[3]) is float
     np.testing.assert_array_equal(np.asarray(aux[1]), x * 2)
+
+
+def _tracer_kinds(jax, jnp):
+    """Which of a jvp'd function's inputs and outputs are tracers: only those carrying a
+    tangent, as JAX's (a value with a symbolically zero tangent is the primal itself)."""
+    seen = []
+
+    def f(x, y, n):
+        a, b, c = x * 2.0, y + 1.0, n * 3
+        seen.append({k: isinstance(v, jax.core.Tracer)
+                     for k, v in dict(x=x, y=y, n=n, a=a, b=b, c=c).items()})
+        return a, b, c
+
+    jax.jvp(f, (jnp.ones(2), jnp.ones(2), jnp.ones(2, dtype=int)),
+            (jnp.ones(2), jnp.zeros(2), np.zeros(2, dtype=jax.dtypes.float0)))
+    jax.jvp(lambda y: f(jnp.ones(2), y, 1)[1], (jnp.ones(2),), (jnp.ones(2),))
+    return seen
+
+
+def test_only_perturbed_values_are_jvp_tracers():
+    # (an integer input's float0 tangent is symbolically zero; in the second jvp only y is
+    # perturbed)
+    assert _tracer_kinds(remat, jnp) == [
+        {"x": True, "y": True, "n": False, "a": True, "b": True, "c": False},
+        {"x": False, "y": True, "n": False, "a": False, "b": True, "c": False}]
+
+
+def test_only_perturbed_values_are_jvp_tracers_as_the_oracle():
+    import jax
+    import jax.numpy as jjnp
+
+    assert _tracer_kinds(jax, jjnp) == _tracer_kinds(remat, jnp)

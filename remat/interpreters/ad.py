@@ -215,7 +215,13 @@ class JVPTrace(Trace):
         return self.make_tracer(primal_out, tangent_out)
 
     def make_tracer(self, primal, tangent):
-        return JVPTracer(self, primal, _symbolic_float0(tangent))
+        """An output: a tracer, or (as JAX's) the primal itself where the tangent is a
+        symbolic zero, so a value that does not depend on the perturbed inputs is no tracer
+        of this trace (equinox's ``filter_jvp`` tells the outputs without a tangent so)."""
+        tangent = _symbolic_float0(tangent)
+        if type(tangent) is Zero:
+            return primal
+        return JVPTracer(self, primal, tangent)
 
 
 def _symbolic_float0(tangent):
@@ -234,7 +240,7 @@ def _symbolic_float0(tangent):
 def jvp_flat(flat_fun, primals, tangents):
     """``(primal_outs, tangent_outs)`` of ``flat_fun``; tangents may be ``Zero``."""
     with core.new_trace(JVPTrace) as trace:
-        ins = [JVPTracer(trace, p, _symbolic_float0(t)) for p, t in zip(primals, tangents)]
+        ins = [trace.make_tracer(p, t) for p, t in zip(primals, tangents)]
         outs = flat_fun(*ins)
         return core.unzip2(trace.to_primal_tangent(o) for o in outs)
 
