@@ -288,32 +288,54 @@ _LATTICE = {
 }
 
 
-def _upper_bounds():
+# ``jax_numpy_dtype_promotion="strict"``: only Python scalars (the weak kinds) promote, into
+# any dtype of their kind or above; dtypes never promote into one another
+_STRICT_LATTICE = {
+    "i*": ["f*", *(d for d in _LATTICE if d not in _WEAK and kind(d) in "iu")],
+    "f*": ["c*", *(d for d in _LATTICE if d not in _WEAK and kind(d) == "f")],
+    "c*": [d for d in _LATTICE if d not in _WEAK and kind(d) == "c"],
+    **{d: [] for d in _LATTICE if d not in _WEAK},
+}
+
+
+def _upper_bounds(lattice):
     bounds = {}
 
     def visit(node):
         if node not in bounds:
             acc = {node}
-            for child in _LATTICE[node]:
+            for child in lattice[node]:
                 acc |= visit(child)
             bounds[node] = acc
         return bounds[node]
 
-    for node in _LATTICE:
+    for node in lattice:
         visit(node)
     return bounds
 
 
-_UB = _upper_bounds()
+_UB = _upper_bounds(_LATTICE)
+_STRICT_UB = _upper_bounds(_STRICT_LATTICE)
+
+
+def promotion_is_strict():
+    """Whether ``jax_numpy_dtype_promotion`` is ``"strict"``."""
+    return config.numpy_dtype_promotion == "strict"
 
 
 @functools.cache
-def _join(nodes):
-    common = set.intersection(*(_UB[n] for n in nodes))
+def _join(nodes, strict=False):
+    bounds = _STRICT_UB if strict else _UB
+    common = set.intersection(*(bounds[n] for n in nodes))
     for node in common:
-        if _UB[node] >= common:
+        if bounds[node] >= common:
             return node
     names = ", ".join(repr(_NODE_NAMES.get(n, getattr(n, "name", n))) for n in nodes)
+    if strict:
+        raise TypePromotionError(
+            f"Input dtypes ({names}) have no available implicit dtype promotion path when "
+            f"jax_numpy_dtype_promotion=strict. Try explicitly casting inputs to the desired "
+            f"output type, or set jax_numpy_dtype_promotion=standard.")
     small = [n for n in nodes if n in _SMALL_FLOATS or n in _SMALL_INTS + _SMALL_UINTS]
     why = ("8-bit floats do not support implicit promotion" if any(
         n in _SMALL_FLOATS for n in small) else
@@ -341,27 +363,27 @@ def _weak_node_dtype(node):
 
 def promote_types(a, b):
     """Promotion of two (strong) dtypes, as ``jnp.promote_types``."""
-    node = _join((_node(a, False), _node(b, False)))
+    node = _join((_node(a, False), _node(b, False)), promotion_is_strict())
     return canonicalize_dtype(_weak_node_dtype(node) if node in _WEAK else node)
 
 
 def result_type_of(pairs):
     """Result (dtype, weak_type) of a sequence of ``(dtype, weak_type)`` pairs."""
-    return _result_type_cached(tuple(pairs), config.enable_x64)
+    return _result_type_cached(tuple(pairs), config.enable_x64, promotion_is_strict())
 
 
 @functools.lru_cache(maxsize=4096)
-def _result_type_cached(pairs, x64):
+def _result_type_cached(pairs, x64, strict):
     pairs = [(canonicalize_dtype(d), bool(w)) for d, w in pairs]
     if len(pairs) == 1:
         return pairs[0]
     if len({d for d, _ in pairs}) == 1 and not all(w for _, w in pairs):
         return pairs[0][0], False
-    if all(w for _, w in pairs):  # all weak: join the dtypes themselves, stay weak
+    if all(w for _, w in pairs) and not strict:  # all weak: join the dtypes, stay weak
         nodes = tuple(sorted({d for d, _ in pairs}, key=str))
-        return canonicalize_dtype(nodes[0] if len(nodes) == 1 else _join(nodes)), True
+        return canonicalize_dtype(nodes[0] if len(nodes) == 1 else _join(nodes, strict)), True
     nodes = tuple(sorted({_node(d, w) for d, w in pairs}, key=str))
-    node = nodes[0] if len(nodes) == 1 else _join(nodes)
+    node = nodes[0] if len(nodes) == 1 else _join(nodes, strict)
     if node in _WEAK:  # the join is a weak kind: that kind's default dtype
         return canonicalize_dtype(_weak_node_dtype(node)), True
     return canonicalize_dtype(node), False

@@ -192,3 +192,67 @@ def test_exported_names_are_jax_scalar_types():
                  "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "int4", "uint4", "int2",
                  "uint2"):
         assert np.dtype(getattr(dtypes, name)) == np.dtype(getattr(jax.numpy, name)), name
+
+
+# --- jax_numpy_dtype_promotion="strict" ------------------------------------------------------
+
+# what jnp.add gives under strict promotion, as JAX 0.10: dtype and weak type, or "error";
+# Python scalars promote into their kind and above, dtypes never into one another
+STRICT_ADD = [
+    (np.ones(2, np.float16), np.ones(2, np.float32), "error"),
+    (np.ones(2, np.int32), np.ones(2, np.float32), "error"),
+    (np.ones(2, np.int8), np.ones(2, np.int32), "error"),
+    (np.ones(2, np.bool_), 1, "error"),
+    (np.ones(2, np.float16), 1.0, ("float16", False)),
+    (np.ones(2, np.float16), 1, ("float16", False)),
+    (np.ones(2, np.int8), 1, ("int8", False)),
+    (np.ones(2, np.int8), 1.0, "error"),
+    (np.ones(2, np.float32), 1j, "error"),
+    (np.ones(2, np.complex64), 1.0, ("complex64", False)),
+    (1, 1.0, ("float32", True)),
+    (1.0, 1j, ("complex64", True)),
+    (np.ones(2, np.float32), np.ones(2, np.float32), ("float32", False)),
+]
+
+
+def _strict_add(jnp, x, y, error):
+    try:
+        out = jnp.add(x, y)
+    except error:
+        return "error"
+    return str(out.dtype), bool(out.weak_type)
+
+
+@pytest.fixture
+def strict_promotion():
+    config.update("jax_numpy_dtype_promotion", "strict")
+    yield
+    config.update("jax_numpy_dtype_promotion", "standard")
+
+
+@pytest.mark.parametrize("x, y, expected", STRICT_ADD)
+def test_strict_promotion(x, y, expected, strict_promotion):
+    import remat.numpy as jnp
+
+    assert _strict_add(jnp, x, y, dtypes.TypePromotionError) == expected
+    assert _strict_add(jnp, y, x, dtypes.TypePromotionError) == expected
+
+
+def test_strict_promotion_message_and_arange(strict_promotion):
+    import remat.numpy as jnp
+
+    with pytest.raises(dtypes.TypePromotionError, match=r"Input dtypes \('float16', 'float32'\) "
+                       r"have no available implicit dtype promotion path when "
+                       r"jax_numpy_dtype_promotion=strict"):
+        jnp.promote_types(np.float16, np.float32)
+    # (arange's Python-scalar bounds are weakly typed: they join without promotion)
+    assert jnp.arange(0.0, 10, 2).dtype == np.float32
+    assert jnp.arange(np.int8(0), 10).dtype == np.int8
+
+
+@pytest.mark.parametrize("x, y, expected", STRICT_ADD)
+def test_strict_promotion_matches_jax(x, y, expected):
+    jax = pytest.importorskip("jax")
+    with jax.numpy_dtype_promotion("strict"):
+        got = _strict_add(jax.numpy, x, y, jax.dtypes.TypePromotionError)
+    assert got == expected

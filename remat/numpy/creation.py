@@ -137,8 +137,7 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
         if np.ndim(x) != 0:
             raise ValueError(f"arange: arguments must be scalars, got {x!r}")
     if dtype is None:
-        d = dtypes.result_type_of([(dtypes.canonicalize_dtype(np.asarray(x).dtype), False)
-                                   for x in bounds])[0]
+        d = dtypes.result_type(*bounds)  # (Python scalars weakly typed, as JAX's)
     else:
         d = _canon(dtype)
     if stop is None and step is None:

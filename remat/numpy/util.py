@@ -100,7 +100,7 @@ def _lattice_result(pairs):
         return pairs[0]
     if len({d for d, _ in pairs}) == 1 and not _all(w for _, w in pairs):
         return pairs[0][0], False
-    if _all(w for _, w in pairs):
+    if _all(w for _, w in pairs) and not dtypes.promotion_is_strict():
         return dtypes.result_type_of([(d, False) for d, _ in pairs])[0], True
     defaults = {"i": dtypes.default_int_dtype(), "u": dtypes.default_int_dtype(),
                 "f": dtypes.default_float_dtype(), "c": dtypes.default_complex_dtype()}
