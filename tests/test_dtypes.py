@@ -256,3 +256,23 @@ def test_strict_promotion_matches_jax(x, y, expected):
     with jax.numpy_dtype_promotion("strict"):
         got = _strict_add(jax.numpy, x, y, jax.dtypes.TypePromotionError)
     assert got == expected
+
+
+@pytest.mark.parametrize("mode", ["standard", "strict"])
+def test_spaces_and_trapezoid_take_their_inputs_inexact_dtype(mode):
+    # (as JAX: linspace/logspace/geomspace compute in the inexact dtype of their bounds, so
+    # float16 bounds give float16 and integer bounds float32, under strict promotion too;
+    # trapezoid integrates integers as floats)
+    import remat.numpy as jnp
+
+    config.update("jax_numpy_dtype_promotion", mode)
+    try:
+        for fn in (jnp.linspace, jnp.logspace, jnp.geomspace):
+            assert fn(np.float16(1), np.float16(2), 3).dtype == np.float16
+            assert fn(np.int32(1), np.int32(4), 3).dtype == np.float32
+        np.testing.assert_allclose(np.asarray(jnp.linspace(np.int8(0), 4, 3)), [0, 2, 4])
+        out = jnp.trapezoid(np.arange(6, dtype=np.int32).reshape(2, 3))
+        assert out.dtype == np.float32
+        np.testing.assert_allclose(np.asarray(out), [2.0, 8.0])
+    finally:
+        config.update("jax_numpy_dtype_promotion", "standard")

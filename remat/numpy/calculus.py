@@ -80,13 +80,14 @@ def ediff1d(ary, to_end=None, to_begin=None):
 
 def trapezoid(y, x=None, dx=1.0, axis=-1):
     """The integral of ``y`` by the trapezoidal rule (samples at ``x`` or spacing ``dx``)."""
-    y = _arr(y)
-    axis = _canonicalize_axis(axis, y.ndim)
-    y = moveaxis(y, axis, -1)
     if x is None:
+        y, = _promote_dtypes_inexact(_arr(y))  # (as JAX: integers integrate as floats)
         dx_ = _arr(dx)
     else:
-        x = _arr(x)
+        y, x = _promote_dtypes_inexact(_arr(y), _arr(x))
+    axis = _canonicalize_axis(axis, y.ndim)
+    y = moveaxis(y, axis, -1)
+    if x is not None:
         dx_ = diff(x if x.ndim == 1 else moveaxis(x, axis, -1), axis=-1)
     mid = multiply(add(y[..., 1:], y[..., :-1]), 0.5)
     return reductions.sum(multiply(dx_, mid), axis=-1)

@@ -158,7 +158,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
     _check_arraylike("linspace", start, stop)
     d = _canon(dtype) if dtype is not None else \
-        result_type(start, stop, dtypes.default_float_dtype())
+        _to_inexact_dtype(result_type(start, stop))
     cd = _to_inexact_dtype(d)
     if cd == dtypes.float16:  # float16 steps accumulate visible error: compute in float32
         cd = dtypes.float32
@@ -197,7 +197,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
     """``base ** linspace(start, stop)``."""
     d = _canon(dtype) if dtype is not None else \
-        result_type(start, stop, dtypes.default_float_dtype())
+        _to_inexact_dtype(result_type(start, stop))
     lin = linspace(start, stop, num, endpoint=endpoint, axis=axis, dtype=_to_inexact_dtype(d))
     return _convert(power(_convert(_arr(base), _to_inexact_dtype(d)), lin), d)
 
@@ -376,7 +376,7 @@ def indices(dimensions, dtype=None, sparse=False):
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     """Numbers spaced evenly on a log scale from ``start`` to ``stop``."""
     d = _canon(dtype) if dtype is not None else \
-        result_type(start, stop, dtypes.default_float_dtype())
+        _to_inexact_dtype(result_type(start, stop))
     cd = _to_inexact_dtype(d)
     start, stop = _convert(_arr(start), cd), _convert(_arr(stop), cd)
     sign = lax.sign(start)
