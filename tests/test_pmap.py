@@ -361,7 +361,7 @@ def test_pytree_axes_cache_and_lower(four_devices):
     assert len(traces) == 1
 
 
-def test_vmap_keeps_the_functions_attributes():
+def test_transformations_keep_the_functions_attributes():
     class Scaled:
         """Multiplies by its factor."""
 
@@ -375,3 +375,18 @@ def test_vmap_keeps_the_functions_attributes():
     assert f.factor == 3.0 and f.__wrapped__.factor == 3.0
     assert f.__doc__ == "Multiplies by its factor."
     np.testing.assert_allclose(np.asarray(f(np.ones((2, 3), np.float32))), 3.0)
+    for transform in (remat.grad, remat.value_and_grad, remat.jacfwd, remat.jacrev):
+        g = transform(Scaled(2.0))
+        assert g.__wrapped__.factor == 2.0 and g.factor == 2.0, transform
+
+
+def test_transformations_of_objects_with_odd_names_still_wrap():
+    class Named:
+        __name__ = property(lambda self: 3)  # (not a string: cannot be copied)
+
+        def __call__(self, x):
+            return x * 2
+
+    f = Named()
+    assert remat.vmap(f).__wrapped__ is f and remat.grad(f).__wrapped__ is f
+    assert float(remat.grad(f)(1.0)) == 2.0
