@@ -207,3 +207,36 @@ def test_io_callback_with_several_results_runs_once_per_loop_iteration(tier):
         c, ns = fun(f32(0))
     assert calls == [0.0, 1.0, 2.0, 3.0]
     assert float(c) == 4.0 and np.asarray(ns).tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize("staged", [False, True])
+@pytest.mark.parametrize("kind", ["pure_callback", "io_callback"])
+def test_an_exception_in_a_callback_surfaces_as_jaxs_runtime_error(kind, staged):
+    # (as JAX: its message carries the callback's traceback, which equinox searches for the
+    # name of its runtime error; the exception is the cause)
+    from remat.errors import JaxRuntimeError
+    from remat.experimental import io_callback
+
+    class _OwnError(RuntimeError):
+        pass
+
+    def fail(x):
+        raise _OwnError(f"bad value {float(x)}")
+
+    call = remat.pure_callback if kind == "pure_callback" else io_callback
+    f = lambda x: call(fail, remat.ShapeDtypeStruct((), np.float32), x)  # noqa: E731
+    with pytest.raises(JaxRuntimeError, match="_OwnError: bad value 2.0") as e:
+        (remat.jit(f) if staged else f)(np.float32(2.0))
+    assert type(e.value.__cause__) is _OwnError
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_callback_errors_match_the_oracle(staged):
+    jax = pytest.importorskip("jax")
+
+    def fail(x):
+        raise ValueError("boom")
+
+    f = lambda x: jax.pure_callback(fail, jax.ShapeDtypeStruct((), np.float32), x)  # noqa: E731
+    with pytest.raises(jax.errors.JaxRuntimeError, match="ValueError: boom"):
+        (jax.jit(f) if staged else f)(np.float32(2.0))

@@ -123,8 +123,10 @@ def test_an_error_raised_in_a_taken_branch_reaches_the_caller(native_loops):
 
     f = remat.jit(run, static_argnums=0)
     assert float(f(3)) == 3.0  # (compiled natively: the branch is never taken)
-    with pytest.raises(ValueError, match="value 7.0 out of range"):
+    # (as JAX: an exception in a host callback surfaces as a JaxRuntimeError naming it)
+    with pytest.raises(remat.errors.JaxRuntimeError, match="value 7.0 out of range") as e:
         f(10)
+    assert type(e.value.__cause__) is ValueError
 
 
 def test_a_python_tier_call_handed_over_to_an_exiting_kernel_reruns_from_its_operands(

@@ -16,11 +16,13 @@ import dataclasses
 import functools
 import logging
 import sys
+import traceback
 
 import numpy as np
 
 from remat import core, dtypes, lax
 from remat.core import Primitive, ShapedArray
+from remat.errors import JaxRuntimeError
 from remat.interpreters import ad, batching
 from remat.tree_util import PyTreeDef, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
@@ -53,6 +55,18 @@ def as_host_arrays(bufs):
         b = np.asarray(b)
         out.append(core.make_array(b.view(), ShapedArray(b.shape, b.dtype)))
     return out
+
+
+def _called(callback, bufs):
+    """``callback`` on the impl's buffers. An exception it raises surfaces as JAX's does from
+    a host callback, eagerly or staged: a ``JaxRuntimeError`` whose message carries the
+    callback's traceback (equinox finds its runtime errors by their name there), the
+    exception itself as its cause."""
+    try:
+        return callback(*as_host_arrays(bufs))
+    except Exception as e:
+        text = "".join(traceback.format_exception(e))
+        raise JaxRuntimeError(f"INTERNAL: CpuCallback error calling callback: {text}") from e
 
 
 def _check_results(name, flat, result_avals):
@@ -108,7 +122,7 @@ pure_callback_p.runs_user_code = True
 
 
 def _pure_callback_impl(*args, callback, result_avals, sharding, vmap_method):
-    return _check_results("pure_callback", callback(*as_host_arrays(args)), result_avals)
+    return _check_results("pure_callback", _called(callback, args), result_avals)
 
 
 def _pure_callback_jvp(*args, **params):
@@ -202,7 +216,7 @@ io_callback_p.has_effects = True
 
 
 def _io_callback_impl(*args, callback, result_avals, sharding, ordered):
-    return _check_results("io_callback", callback(*as_host_arrays(args)), result_avals)
+    return _check_results("io_callback", _called(callback, args), result_avals)
 
 
 def _io_callback_jvp(*args, **params):
