@@ -155,3 +155,32 @@ def test_only_perturbed_values_are_jvp_tracers_as_the_oracle():
     import jax.numpy as jjnp
 
     assert _tracer_kinds(jax, jjnp) == _tracer_kinds(remat, jnp)
+
+
+def _passing_primitive_tangent(Primitive, ad):
+    """jvp of a primitive whose rule hands its tangent through: the tangent comes back as
+    the user gave it (equinox's nondifferentiable_backward), only jnp's ops make arrays."""
+    p = Primitive("passing_tangent")
+    p.def_impl(lambda x: x)
+    p.def_abstract_eval(lambda x: x)
+    ad.primitive_jvps[p] = lambda primals, tangents: (p.bind(*primals), tangents[0])
+    return p
+
+
+def test_a_rule_passing_its_tangent_through_keeps_it():
+    from remat.core import Primitive
+    from remat.interpreters import ad
+
+    p = _passing_primitive_tangent(Primitive, ad)
+    _, t = remat.jvp(p.bind, (1.0,), (2.0,))
+    assert type(t) is float and t == 2.0
+
+
+def test_a_rule_passing_its_tangent_through_keeps_it_as_the_oracle():
+    import jax
+    from jax.extend.core import Primitive
+    from jax.interpreters import ad
+
+    p = _passing_primitive_tangent(Primitive, ad)
+    _, t = jax.jvp(p.bind, (1.0,), (2.0,))
+    assert type(t) is float and t == 2.0

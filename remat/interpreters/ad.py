@@ -211,9 +211,8 @@ class JVPTrace(Trace):
             # tuples, as JAX hands them (a rule may use them as a vmap in_axes prefix)
             primal_out, tangent_out = rule(tuple(primals), tuple(tangents), **params)
         if primitive.multiple_results:
-            return [self.make_tracer(p, _array_tangent(t))
-                    for p, t in zip(primal_out, tangent_out)]
-        return self.make_tracer(primal_out, _array_tangent(tangent_out))
+            return [self.make_tracer(p, t) for p, t in zip(primal_out, tangent_out)]
+        return self.make_tracer(primal_out, tangent_out)
 
     def make_tracer(self, primal, tangent):
         """An output: a tracer, or (as JAX's) the primal itself where the tangent is a
@@ -223,18 +222,6 @@ class JVPTrace(Trace):
         if type(tangent) is Zero:
             return primal
         return JVPTracer(self, primal, tangent)
-
-
-def _array_tangent(tangent):
-    """A rule's output tangent that is a Python scalar or NumPy value (the user's tangent,
-    passed through by ``add``) as an Array: a primitive's results are arrays, as JAX's are
-    (``jvp(lambda x: x + 1, (1.0,), (1.0,))`` gives an Array tangent)."""
-    if type(tangent) in (float, int, complex, bool) or isinstance(tangent,
-                                                                  (np.ndarray, np.generic)):
-        aval = core.get_aval(tangent)
-        if aval.dtype != dtypes.float0:  # (float0 is symbolically zero: see _symbolic_float0)
-            return core.make_array(np.array(tangent, dtype=aval.dtype), aval)
-    return tangent
 
 
 def _symbolic_float0(tangent):

@@ -235,7 +235,13 @@ def _defjvp_broadcasting(prim, *rules):
             out_shape = broadcasting_shape(prim.name, [core.get_aval(p) for p in primals])
             t = rule(g, *primals, **params)
             aval = core.get_aval(t)
-            return t if aval.shape == out_shape else rule_ops.broadcast_in_dim(t, out_shape, ())
+            if aval.shape != out_shape:
+                return rule_ops.broadcast_in_dim(t, out_shape, ())
+            if type(t) in (float, int, complex) or isinstance(t, (np.ndarray, np.generic)):
+                # the user's tangent passed through (add's): an Array, as JAX's jnp makes it
+                # when it converts the operand (jvp(lambda x: x + 1, (1.0,), (1.0,)))
+                return core.make_array(np.array(t, dtype=aval.dtype), aval)
+            return t
 
         return broadcast_rule
 
