@@ -19,6 +19,7 @@ from remat.numpy.util import (
     _promote_dtypes,
     _result_of,
     _shape,
+    _shared_type,
     _slice_axis,
     _static_int,
 )
@@ -45,12 +46,7 @@ def vecmat(x1, x2, /):
 
 def _dot_general(a, b, dims, precision=None, preferred_element_type=None):
     """dot_general on promoted operands, with JAX's result dtype and weak type."""
-    aval_a, aval_b = getattr(a, "aval", None), getattr(b, "aval", None)
-    if aval_a is not None and aval_b is not None and aval_a.dtype == aval_b.dtype and \
-            aval_a.weak_type == aval_b.weak_type and dtypes.kind(aval_a.dtype) in "fciu":
-        d, weak = aval_a.dtype, aval_a.weak_type  # (no promotion: the common case)
-    else:
-        d, weak = _result_of(a, b)
+    d, weak = _shared_type(a, b) or _result_of(a, b)
     out_dtype = d if preferred_element_type is None else _canon(preferred_element_type)
     if d == dtypes.bool_:
         a, b = _convert(a, dtypes.int32), _convert(b, dtypes.int32)

@@ -29,12 +29,12 @@ from remat.numpy.util import (
     _lax_const,
     _named,
     _one_arg,
+    _operands_without_promotion,
     _promote_args,
     _promote_args_inexact,
     _promote_args_numeric,
     _promote_dtypes_numeric,
     _promote_shapes,
-    _same_type_operands,
     _scalar_like,
     _scalar_operand_fits,
     _shape,
@@ -248,11 +248,9 @@ def _binary(name, promote, lax_fn, doc, bool_fn=None):
     inexact = promote is _promote_args_inexact
 
     def fn(x1, x2, /):
-        if _scalar_operand_fits(x1, x2, inexact):
-            return lax_fn(x1, x2)
-        same = _same_type_operands(x1, x2, inexact)
-        if same is not None:
-            return lax_fn(*same)
+        ready = _operands_without_promotion(x1, x2, inexact)
+        if ready is not None:
+            return lax_fn(*ready)
         x1, x2 = promote(name, x1, x2)
         if bool_fn is not None and _dtype(x1) == dtypes.bool_:
             return bool_fn(x1, x2)
@@ -274,11 +272,9 @@ nextafter = _binary("nextafter", _promote_args_inexact, lax.nextafter,
 
 def subtract(x1, x2, /):
     """Elementwise ``x1 - x2``."""
-    if _scalar_operand_fits(x1, x2):
-        return lax.sub(x1, x2)
-    same = _same_type_operands(x1, x2, False)
-    if same is not None:
-        return lax.sub(*same)
+    ready = _operands_without_promotion(x1, x2)
+    if ready is not None:
+        return lax.sub(*ready)
     x1, x2 = _promote_args("subtract", x1, x2)
     if _dtype(x1) == dtypes.bool_:
         raise TypeError("numpy boolean subtract, the `-` operator, is not supported, use the "
@@ -288,11 +284,9 @@ def subtract(x1, x2, /):
 
 def true_divide(x1, x2, /):
     """Elementwise ``x1 / x2``; integers divide in floating point."""
-    if _scalar_operand_fits(x1, x2, inexact=True):
-        return lax.div(x1, x2)
-    same = _same_type_operands(x1, x2, True)
-    if same is not None:
-        return lax.div(*same)
+    ready = _operands_without_promotion(x1, x2, inexact=True)
+    if ready is not None:
+        return lax.div(*ready)
     x1, x2 = _promote_args_inexact("true_divide", x1, x2)
     return lax.div(x1, x2)
 

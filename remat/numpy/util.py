@@ -200,27 +200,36 @@ def _promote_dtypes_numeric(*args):
 
 def broadcast_shapes(*shapes):
     """The NumPy broadcast of ``shapes`` (ValueError when they are incompatible)."""
-    shapes = [tuple(operator.index(d) for d in ((s,) if np.ndim(s) == 0 else s))
-              for s in shapes]
+    return _broadcast_int_shapes([tuple(operator.index(d) for d in
+                                        ((s,) if np.ndim(s) == 0 else s)) for s in shapes])
+
+
+def _broadcast_int_shapes(shapes):
+    """``broadcast_shapes`` of tuples of ints (avals' shapes)."""
     if not shapes:
         return ()
     nd = _max(len(s) for s in shapes)
     out = []
     for i in range(nd):
-        sizes = {s[i - nd + len(s)] for s in shapes if i - nd + len(s) >= 0}
-        sizes.discard(1)
-        if len(sizes) > 1:
-            raise ValueError(f"Incompatible shapes for broadcasting: shapes={shapes}")
-        out.append(sizes.pop() if sizes else 1)
+        size = 1
+        for s in shapes:
+            j = i - nd + len(s)
+            if j >= 0 and s[j] != 1:
+                if size != 1 and s[j] != size:
+                    raise ValueError(f"Incompatible shapes for broadcasting: shapes={shapes}")
+                size = s[j]
+        out.append(size)
     return tuple(out)
 
 
 def _broadcast_to_shape(x, shape):
+    """``x`` broadcast to ``shape`` (a tuple of ints), its axes the trailing ones."""
     s = _shape(x)
     if s == shape:
         return x
     lead = len(shape) - len(s)
-    return lax.broadcast_in_dim(x, shape, tuple(range(lead, len(shape))))
+    return lax.broadcast_in_dim_p.bind(x, shape=shape,
+                                       broadcast_dimensions=tuple(range(lead, len(shape))))
 
 
 def _promote_shapes(name, *args):
@@ -458,50 +467,33 @@ def _scalar_operand_fits(x1, x2, inexact=False):
     return kind == "f" or (not inexact and kind in "iu" and type(scalar) is int)
 
 
-def _same_type_operands(x1, x2, inexact):
-    """``(x1, x2)`` ready for the lax op when they are two arrays of one dtype and weak type
-    (the commonest case by far): broadcast to their common shape (a rank-0 operand stays rank
-    0, the lax ops take it), without the promotion machinery. None when they need promotion,
-    or when their shapes do not broadcast (the general path then raises JAX's error)."""
+def _shared_type(x1, x2, inexact=False):
+    """``(dtype, weak_type)`` of two arrays of one numeric type (floating or complex only if
+    ``inexact``), which need no promotion; None otherwise."""
     a1, a2 = getattr(x1, "aval", None), getattr(x2, "aval", None)
     if a1 is None or a2 is None or a1.dtype != a2.dtype or a1.weak_type != a2.weak_type:
         return None
     kind = dtypes.kind(a1.dtype)
-    if not (kind in "fc" or (not inexact and kind in "iu")):
+    return (a1.dtype, a1.weak_type) if kind in "fc" or (not inexact and kind in "iu") else None
+
+
+def _operands_without_promotion(x1, x2, inexact=False):
+    """``(x1, x2)`` ready for a binary lax op without the promotion machinery, in the commonest
+    cases: a Python scalar of the array's type (it stays a rank-0 operand), or two arrays of
+    one type, broadcast to their common shape. None when they need promotion, or when their
+    shapes do not broadcast (the general path then raises JAX's error)."""
+    if _scalar_operand_fits(x1, x2, inexact):
+        return x1, x2
+    if _shared_type(x1, x2, inexact) is None:
         return None
-    s1, s2 = a1.shape, a2.shape
+    s1, s2 = x1.aval.shape, x2.aval.shape
     if s1 == s2 or not s1 or not s2:
         return x1, x2
-    shape = _broadcast_pair(s1, s2)
-    if shape is None:
+    try:
+        shape = _broadcast_int_shapes((s1, s2))
+    except ValueError:
         return None
-    return _broadcast_trailing(x1, s1, shape), _broadcast_trailing(x2, s2, shape)
-
-
-def _broadcast_pair(s1, s2):
-    """NumPy's broadcast of two shapes (tuples of ints), or None where they do not."""
-    if len(s1) < len(s2):
-        s1 = (1,) * (len(s2) - len(s1)) + s1
-    elif len(s2) < len(s1):
-        s2 = (1,) * (len(s1) - len(s2)) + s2
-    out = []
-    for a, b in zip(s1, s2):
-        if a == b or b == 1:
-            out.append(a)
-        elif a == 1:
-            out.append(b)
-        else:
-            return None
-    return tuple(out)
-
-
-def _broadcast_trailing(x, s, shape):
-    """``x`` of shape ``s`` broadcast to ``shape``, its axes the trailing ones."""
-    if s == shape:
-        return x
-    return lax.broadcast_in_dim_p.bind(x, shape=shape,
-                                       broadcast_dimensions=tuple(range(len(shape) - len(s),
-                                                                        len(shape))))
+    return _broadcast_to_shape(x1, shape), _broadcast_to_shape(x2, shape)
 
 
 def _bcast_like(x, like):
