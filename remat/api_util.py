@@ -2,6 +2,7 @@
 static arguments, argument names for messages and provenance."""
 
 import collections
+import functools
 import inspect
 import operator
 
@@ -458,3 +459,16 @@ def split_static(fun, args, static_argnums):
         return fun(*full, **kwargs)
 
     return dyn_args, fun_of_dynamic
+
+
+def wrap_transformed(wrapper, fun, name):
+    """``wrapper`` of ``fun`` as JAX's transformations make theirs: the function's attributes
+    (an equinox module's fields), docstring and ``__wrapped__`` carry over (equinox reads a
+    module's state index through ``jax.vmap(module)``, and warns of transformed modules
+    assigned as attributes by following ``__wrapped__``)."""
+    try:
+        functools.update_wrapper(wrapper, fun)
+    except (TypeError, AttributeError):  # (an attribute that cannot be set: not copied, as JAX)
+        wrapper.__wrapped__ = fun
+    wrapper.__name__ = name
+    return wrapper

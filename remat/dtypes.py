@@ -363,8 +363,7 @@ def _weak_node_dtype(node):
 
 def promote_types(a, b):
     """Promotion of two (strong) dtypes, as ``jnp.promote_types``."""
-    node = _join((_node(a, False), _node(b, False)), promotion_is_strict())
-    return canonicalize_dtype(_weak_node_dtype(node) if node in _WEAK else node)
+    return _node_dtype(_join((_node(a, False), _node(b, False)), promotion_is_strict()))
 
 
 def result_type_of(pairs):
@@ -381,12 +380,16 @@ def _result_type_cached(pairs, x64, strict):
         return pairs[0][0], False
     if all(w for _, w in pairs) and not strict:  # all weak: join the dtypes, stay weak
         nodes = tuple(sorted({d for d, _ in pairs}, key=str))
-        return canonicalize_dtype(nodes[0] if len(nodes) == 1 else _join(nodes, strict)), True
+        return _node_dtype(nodes[0] if len(nodes) == 1 else _join(nodes, strict)), True
     nodes = tuple(sorted({_node(d, w) for d, w in pairs}, key=str))
     node = nodes[0] if len(nodes) == 1 else _join(nodes, strict)
-    if node in _WEAK:  # the join is a weak kind: that kind's default dtype
-        return canonicalize_dtype(_weak_node_dtype(node)), True
-    return canonicalize_dtype(node), False
+    return _node_dtype(node), node in _WEAK
+
+
+def _node_dtype(node):
+    """A lattice node's dtype: a weak kind's is its default (int64 joined with uint64 is
+    ``f*``)."""
+    return canonicalize_dtype(_weak_node_dtype(node) if node in _WEAK else node)
 
 
 def dtype_and_weak(x):

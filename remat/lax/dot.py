@@ -179,7 +179,7 @@ def _canonicalize_dimension_numbers(dimension_numbers):
         return _canonical_dims[dimension_numbers]
     except (KeyError, TypeError):  # (new, or unhashable: lists)
         pass
-    canonical = _canonical_dimension_numbers(dimension_numbers)
+    canonical = _parsed_dimension_numbers(dimension_numbers)
     if len(_canonical_dims) < 4096:
         try:
             _canonical_dims[dimension_numbers] = canonical
@@ -188,7 +188,7 @@ def _canonicalize_dimension_numbers(dimension_numbers):
     return canonical
 
 
-def _canonical_dimension_numbers(dimension_numbers):
+def _parsed_dimension_numbers(dimension_numbers):
     try:
         (lc, rc), (lb, rb) = dimension_numbers
     except (TypeError, ValueError):

@@ -19,7 +19,6 @@ from remat.numpy.util import (
     _check_arraylike,
     _convert,
     _dtype,
-    _lattice_result,
     _shape,
     _to_inexact_dtype,
 )
@@ -67,11 +66,11 @@ def _quantile(name, a, q, axis, method, keepdims, ignore_nan, weights):
         if method != "inverted_cdf":
             raise NotImplementedError(f"{method} doesn't support weights. Only method "
                                       f"'inverted_cdf' supports weights.")
-        d = _to_inexact_dtype(_lattice_result([(d, False), (_dtype(weights), False)])[0])
+        d = _to_inexact_dtype(dtypes.result_type_of([(d, False), (_dtype(weights), False)])[0])
         weights = _broadcast_weights(_convert(weights, d), _shape(a), axis)
     x = _convert(a, d)
     # positions are computed in q's precision (at least float32), values cast back to d
-    qd = _to_inexact_dtype(_lattice_result([(_dtype(q), q.aval.weak_type), (d, False)])[0])
+    qd = _to_inexact_dtype(dtypes.result_type_of([(_dtype(q), q.aval.weak_type), (d, False)])[0])
     if qd.itemsize < 4:
         qd = dtypes.float32
     q = _convert(q, qd)

@@ -21,7 +21,6 @@ from remat.numpy.util import (
     _dtype,
     _dtype_pair,
     _is_arraylike,
-    _lattice_result,
     _make_scalar_type,
     _np_type,
     _value_dtype,
@@ -119,7 +118,7 @@ def result_type(*args):
     """JAX's type promotion of arrays, scalars and dtypes (weak Python scalars included)."""
     if not args:
         raise ValueError("at least one array or dtype is required")
-    return _lattice_result([_dtype_pair(a) for a in args])[0]
+    return dtypes.result_type_of([_dtype_pair(a) for a in args])[0]
 
 
 def promote_types(a, b):

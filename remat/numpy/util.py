@@ -90,26 +90,8 @@ def _dtype_pair(x):
     return _dtype_and_weak(x)
 
 
-def _lattice_result(pairs):
-    """JAX's result (dtype, weak_type) of ``(dtype, weak)`` pairs: one operand keeps its own;
-    equal dtypes with a strong one are strong; all-weak operands join their dtypes and stay
-    weak; otherwise the lattice join, weak only when it is a Python scalar kind (taking that
-    kind's default dtype)."""
-    pairs = [(dtypes.canonicalize_dtype(d), builtins.bool(w)) for d, w in pairs]
-    if len(pairs) == 1:
-        return pairs[0]
-    if len({d for d, _ in pairs}) == 1 and not _all(w for _, w in pairs):
-        return pairs[0][0], False
-    if _all(w for _, w in pairs) and not dtypes.promotion_is_strict():
-        return dtypes.result_type_of([(d, False) for d, _ in pairs])[0], True
-    defaults = {"i": dtypes.default_int_dtype(), "u": dtypes.default_int_dtype(),
-                "f": dtypes.default_float_dtype(), "c": dtypes.default_complex_dtype()}
-    return dtypes.result_type_of([(defaults.get(dtypes.kind(d), d), True) if w else (d, False)
-                                  for d, w in pairs])
-
-
 def _result_of(*args):
-    return _lattice_result([_dtype_and_weak(x) for x in args])
+    return dtypes.result_type_of([_dtype_and_weak(x) for x in args])
 
 
 def _value_dtype(x):

@@ -15,6 +15,7 @@ from remat.api_util import (
     fun_sourceinfo,
     normalize_argnums,
     split_static,
+    wrap_transformed,
 )
 from remat.config import config
 from remat.interpreters import ad, batching
@@ -334,19 +335,6 @@ def _with_args_at(fun, args, kwargs, nums):
     return of_chosen
 
 
-def _wrapping(wrapper, fun, name):
-    """``wrapper`` of ``fun`` as JAX's transformations make theirs: the function's attributes
-    (an equinox module's fields), docstring and ``__wrapped__`` carry over (equinox reads a
-    module's state index through ``jax.vmap(module)``, and warns of transformed modules
-    assigned as attributes by following ``__wrapped__``)."""
-    try:
-        functools.update_wrapper(wrapper, fun)
-    except (TypeError, AttributeError):  # (an attribute that cannot be set: not copied, as JAX)
-        wrapper.__wrapped__ = fun
-    wrapper.__name__ = name
-    return wrapper
-
-
 def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """``(fun(*args), ∂fun/∂args[argnums])`` for scalar-output ``fun``."""
     check_callable(fun)
@@ -376,7 +364,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
         g = grads[0] if isinstance(argnums, int) else grads
         return ((out, aux), g) if has_aux else (out, g)
 
-    return _wrapping(value_and_grad_f, fun, f"value_and_grad({fun_name(fun)})")
+    return wrap_transformed(value_and_grad_f, fun, f"value_and_grad({fun_name(fun)})")
 
 
 def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
@@ -389,7 +377,7 @@ def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
             return g, aux
         return vg(*args, **kwargs)[1]
 
-    return _wrapping(grad_f, fun, f"grad({fun_name(fun)})")
+    return wrap_transformed(grad_f, fun, f"grad({fun_name(fun)})")
 
 
 # --- jacobians -------------------------------------------------------------------------------
@@ -451,7 +439,7 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
                                                                is_leaf=_is_tuple1)
         return (jac, res[2]) if has_aux else jac
 
-    return _wrapping(jacfun, fun, f"jacfwd({fun_name(fun)})")
+    return wrap_transformed(jacfun, fun, f"jacfwd({fun_name(fun)})")
 
 
 def _is_tuple1(x):
@@ -512,7 +500,7 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
             jac = tree_map(lambda j: j[0], jac, is_leaf=_is_tuple1)
         return (jac, aux) if has_aux else jac
 
-    return _wrapping(jacfun, fun, f"jacrev({fun_name(fun)})")
+    return wrap_transformed(jacfun, fun, f"jacrev({fun_name(fun)})")
 
 
 def _split_leading(c, out_avals, out_tree, weak):
@@ -645,7 +633,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
             results.append(batching.moveaxis(v, d, oax % nd))
         return tree_unflatten(out_tree, results)
 
-    return _wrapping(vmapped, fun, f"vmap({fun_name(fun)})")
+    return wrap_transformed(vmapped, fun, f"vmap({fun_name(fun)})")
 
 
 # --- small utilities -------------------------------------------------------------------------

@@ -57,7 +57,7 @@ def as_host_arrays(bufs):
     return out
 
 
-def _called(callback, bufs):
+def _run_callback(callback, bufs):
     """``callback`` on the impl's buffers. An exception it raises surfaces as JAX's does from
     a host callback, eagerly or staged: a ``JaxRuntimeError`` whose message carries the
     callback's traceback (equinox finds its runtime errors by their name there), the
@@ -122,7 +122,7 @@ pure_callback_p.runs_user_code = True
 
 
 def _pure_callback_impl(*args, callback, result_avals, sharding, vmap_method):
-    return _check_results("pure_callback", _called(callback, args), result_avals)
+    return _check_results("pure_callback", _run_callback(callback, args), result_avals)
 
 
 def _pure_callback_jvp(*args, **params):
@@ -216,7 +216,7 @@ io_callback_p.has_effects = True
 
 
 def _io_callback_impl(*args, callback, result_avals, sharding, ordered):
-    return _check_results("io_callback", _called(callback, args), result_avals)
+    return _check_results("io_callback", _run_callback(callback, args), result_avals)
 
 
 def _io_callback_jvp(*args, **params):

@@ -12,11 +12,10 @@ and ``axis_index`` is ``process_index() * local + member`` (the collectives' rul
 ``remat.lax.process_collectives``).
 """
 
-import functools
 import weakref
 
 from remat import distributed, named_axes
-from remat.api_util import check_callable, fun_name
+from remat.api_util import check_callable, fun_name, wrap_transformed
 from remat.core import get_aval
 from remat.devices import _check_backend, local_device_count
 from remat.transforms import api
@@ -82,7 +81,6 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             env = named_axes.extend_axis_env(name, size)
         return env, _members(fun, key, options)
 
-    @functools.wraps(fun)
     def pmapped(*args, **kwargs):
         env, members = prepared(args, kwargs)
         with env:
@@ -95,8 +93,8 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         with env:
             return members.lower(*args, **kwargs)
 
+    pmapped = wrap_transformed(pmapped, fun, f"pmap({fun_name(fun)})")
     pmapped.lower = lower
-    pmapped.__name__ = f"pmap({fun_name(fun)})"
     return pmapped
 
 
