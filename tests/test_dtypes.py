@@ -276,3 +276,10 @@ def test_spaces_and_trapezoid_take_their_inputs_inexact_dtype(mode):
         np.testing.assert_allclose(np.asarray(out), [2.0, 8.0])
     finally:
         config.update("jax_numpy_dtype_promotion", "standard")
+
+
+def test_weak_operands_whose_join_is_a_weak_kind_take_its_default():
+    # (weakly typed int64 and uint64 join at the weak float kind: its default dtype, weak)
+    with config.override("jax_enable_x64", True):
+        assert dtypes.result_type_of([(np.int64, True), (np.uint64, True)]) == \
+            (np.dtype(np.float64), True)
