@@ -330,6 +330,15 @@ def make_array(buf, aval):
     return _array_type._new(buf, aval)
 
 
+def array_of_value(x):
+    """A Python scalar or NumPy value as the Array JAX would have made of it (weakly typed for
+    a Python scalar); anything else (an Array, a tracer) as it is."""
+    if type(x) in (bool, int, float, complex) or isinstance(x, (np.ndarray, np.generic)):
+        aval = get_aval(x)
+        return make_array(np.array(x, dtype=aval.dtype), aval)
+    return x
+
+
 _array_type = None  # remat.array.Array, registered by that module
 # How an operation on a mutable array reference (remat.Ref: its aval is not a ShapedArray) is
 # run eagerly: ``ref_eval(trace, primitive, args, params)``, set by remat.interpreters.discharge

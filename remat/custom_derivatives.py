@@ -166,7 +166,7 @@ class _CustomDerivative:
 
     def _run_fun(self, nondiff, in_tree, out_tree, flat_args):
         """The function itself on concrete values, handed arrays as JAX hands them."""
-        diff = tree_unflatten(in_tree, [_as_argument(x) for x in flat_args])
+        diff = tree_unflatten(in_tree, [core.array_of_value(x) for x in flat_args])
         out = self.fun(*_merge_nondiff(nondiff, diff, self.nondiff_argnums))
         flat, out_tree["tree"] = tree_flatten(out)
         return flat
@@ -176,15 +176,6 @@ class _CustomDerivative:
         fun = lambda *d: self.fun(*_merge_nondiff(nondiff, d, self.nondiff_argnums))
         key = tuple(static_key(n) for n in nondiff)
         return _trace_call(self._cache, fun, key, flat_args, in_tree, fun_name(self.fun))
-
-
-def _as_argument(x):
-    """A Python scalar or NumPy value as the Array JAX would hand a custom function (weakly
-    typed for a Python scalar); anything else as it is."""
-    if type(x) in (bool, int, float, complex) or isinstance(x, (np.ndarray, np.generic)):
-        aval = core.get_aval(x)
-        return core.make_array(np.array(x, dtype=aval.dtype), aval)
-    return x
 
 
 def _has_tracer(tree):
@@ -227,7 +218,7 @@ def _call_without_jaxpr(flat_args, run_fun, run_rule, closure_differentiable=Tru
             primals, tangents = core.unzip2(trace.to_primal_tangent(x) for x in flat_args)
             if any(type(t) is not ad.Zero for t in tangents):
                 with core.set_current_trace(trace.parent):
-                    result = run_rule([_as_argument(p) for p in primals], tangents)
+                    result = run_rule([core.array_of_value(p) for p in primals], tangents)
                 if result is None:
                     return None
                 return [trace.make_tracer(p, t) for p, t in zip(*result)]

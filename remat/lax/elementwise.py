@@ -237,11 +237,9 @@ def _defjvp_broadcasting(prim, *rules):
             aval = core.get_aval(t)
             if aval.shape != out_shape:
                 return rule_ops.broadcast_in_dim(t, out_shape, ())
-            if type(t) in (float, int, complex) or isinstance(t, (np.ndarray, np.generic)):
-                # the user's tangent passed through (add's): an Array, as JAX's jnp makes it
-                # when it converts the operand (jvp(lambda x: x + 1, (1.0,), (1.0,)))
-                return core.make_array(np.array(t, dtype=aval.dtype), aval)
-            return t
+            # (the user's tangent passed through, add's: an Array, as JAX's jnp makes it when
+            # it converts the operand: jvp(lambda x: x + 1, (1.0,), (1.0,)))
+            return core.array_of_value(t)
 
         return broadcast_rule
 
