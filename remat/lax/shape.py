@@ -123,8 +123,13 @@ def full(shape, fill_value, dtype=None):
         dtype, weak = dtypes.dtype_and_weak(fill_value)
     else:
         dtype, weak = dtypes.canonicalize_dtype(dtype), False
-    value = convert_element_type(fill_value, dtype, weak)
-    return broadcast_in_dim(value, shape, ())
+    return full_of_type(shape, fill_value, dtype, weak)
+
+
+def full_of_type(shape, fill_value, dtype, weak_type):
+    """``full`` of a canonical shape and dtype, weakly typed or not (the interpreters' zeros
+    keep their aval's weak type)."""
+    return broadcast_in_dim(convert_element_type(fill_value, dtype, weak_type), shape, ())
 
 
 def full_like(x, fill_value, dtype=None, shape=None):
@@ -532,11 +537,7 @@ def broadcasted_iota(dtype, shape, dimension):
                        shape=canonical_shape(shape, "iota shape"), dimension=int(dimension))
 
 
-def _full_of_type(shape, fill_value, dtype, weak_type):
-    return broadcast_in_dim(convert_element_type(fill_value, dtype, weak_type), shape, ())
-
-
-array_ops.full, array_ops.transpose = _full_of_type, transpose
+array_ops.full, array_ops.transpose = full_of_type, transpose
 array_ops.broadcast_in_dim = broadcast_in_dim
 
 
