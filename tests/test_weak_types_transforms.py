@@ -98,11 +98,10 @@ def test_passed_through_values_match_the_oracle(name):
     import jax
     import jax.numpy as jjnp
 
+    out = _passthrough_cases(jax, jjnp)[name]()
     got = [(v, "Array" if kind == "ArrayImpl" else kind, weak if kind != "ArrayImpl" else
             jax.typeof(x).weak_type)
-           for (v, kind, weak), x in zip(_described(_passthrough_cases(jax, jjnp)[name]()),
-                                         jax.tree_util.tree_leaves(
-                                             _passthrough_cases(jax, jjnp)[name]()))]
+           for (v, kind, weak), x in zip(_described(out), jax.tree_util.tree_leaves(out))]
     assert got == EXPECTED_PASSTHROUGH[name]
 
 
